@@ -1,0 +1,511 @@
+"""The typed facts that rules reason over.
+
+Every field carries a unit and a one-line meaning (``Field(description=...,
+json_schema_extra={"unit": ...})``); :func:`gpu_triage.catalog.fact_catalog` turns
+them into the fact catalogue that lint, explain and docs use.
+
+A value that could not be collected is ``None`` and, where the collector knows
+why, its reason sits in the fact's ``unavailable`` map (field name ->
+:class:`Unavailable`). ``None`` never means "healthy".
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, computed_field
+
+
+class UnavailableReason(StrEnum):
+    NOT_SUPPORTED = "not_supported"
+    NO_PERMISSION = "no_permission"
+    GPU_LOST = "gpu_lost"
+    COLLECTOR_FAILED = "collector_failed"
+    TIMED_OUT = "timed_out"
+    NOT_COLLECTED = "not_collected"
+    NOT_ANSWERED = "not_answered"
+    ERROR = "error"
+
+
+class Unavailable(BaseModel):
+    """Why a value is missing."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    reason: UnavailableReason
+    detail: str = ""
+
+    def __str__(self) -> str:
+        return f"{self.reason.value}: {self.detail}" if self.detail else self.reason.value
+
+
+def fact(unit: str, meaning: str, default: Any = None) -> Any:
+    """A fact field: optional value, its unit and a one-line meaning."""
+    return Field(default=default, description=meaning, json_schema_extra={"unit": unit})
+
+
+class FactModel(BaseModel):
+    """Base of every fact kind: forbids unknown keys, records unavailable values."""
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+    unavailable: dict[str, Unavailable] = Field(
+        default_factory=dict,
+        description="field name -> why its value could not be collected",
+    )
+    source: str = Field(default="", description="where these values came from")
+
+    def mark_unavailable(self, field: str, reason: UnavailableReason, detail: str = "") -> None:
+        self.unavailable[field] = Unavailable(reason=reason, detail=detail)
+
+
+# --------------------------------------------------------------------------- host
+
+
+class HostFacts(FactModel):
+    """The node as a whole: CPU, memory, pressure, load (one per snapshot)."""
+
+    hostname: str | None = fact("", "node hostname")
+    kernel: str | None = fact("", "kernel release (uname -r)")
+    cpu_count: int | None = fact("cores", "online logical CPUs")
+    cpu_user_pct: float | None = fact("%", "CPU time in user mode, all cores, over the window")
+    cpu_system_pct: float | None = fact("%", "CPU time in kernel mode, all cores")
+    cpu_iowait_pct: float | None = fact("%", "CPU time idle waiting for I/O, all cores")
+    cpu_steal_pct: float | None = fact("%", "CPU time stolen by the hypervisor, all cores")
+    cpu_idle_pct: float | None = fact("%", "CPU time idle, all cores")
+    busiest_core: int | None = fact("", "id of the busiest core over the window")
+    busiest_core_busy_pct: float | None = fact("%", "busy time (100 - idle - iowait) of the busiest core")
+    cores_saturated: int | None = fact("cores", "cores more than 90% busy over the window")
+    load_1m: float | None = fact("", "1-minute load average")
+    load_5m: float | None = fact("", "5-minute load average")
+    load_15m: float | None = fact("", "15-minute load average")
+    mem_total_mib: float | None = fact("MiB", "physical memory")
+    mem_available_mib: float | None = fact("MiB", "MemAvailable: memory usable without swapping")
+    swap_total_mib: float | None = fact("MiB", "configured swap")
+    swap_used_mib: float | None = fact("MiB", "swap in use")
+    swap_in_pages_s: float | None = fact("pages/s", "pages swapped in per second over the window")
+    swap_out_pages_s: float | None = fact("pages/s", "pages swapped out per second over the window")
+    reclaim_scan_pages_s: float | None = fact(
+        "pages/s", "pages scanned by kernel reclaim (kswapd + direct) per second"
+    )
+    direct_reclaim_pages_s: float | None = fact(
+        "pages/s", "pages scanned by direct reclaim (allocation stalls) per second"
+    )
+    hugepages_total: int | None = fact("pages", "HugePages_Total")
+    hugepages_free: int | None = fact("pages", "HugePages_Free")
+    hugepage_size_kib: int | None = fact("KiB", "Hugepagesize")
+    psi_cpu_some_avg10: float | None = fact("%", "PSI cpu some avg10: time some task waited for CPU")
+    psi_io_some_avg10: float | None = fact("%", "PSI io some avg10")
+    psi_io_full_avg10: float | None = fact("%", "PSI io full avg10: time all tasks stalled on I/O")
+    psi_memory_some_avg10: float | None = fact("%", "PSI memory some avg10")
+    psi_memory_full_avg10: float | None = fact("%", "PSI memory full avg10")
+    numa_nodes: int | None = fact("nodes", "NUMA nodes online")
+    driver_version: str | None = fact("", "NVIDIA driver version loaded on the node")
+    cuda_version: str | None = fact("", "CUDA version the driver supports")
+    gpu_count_visible: int | None = fact("GPUs", "GPUs the driver enumerates")
+    gpu_count_pci: int | None = fact("GPUs", "NVIDIA GPUs present on the PCI bus (sysfs)")
+
+    @computed_field(  # type: ignore[prop-decorator]
+        description="MemAvailable as a share of physical memory",
+        json_schema_extra={"unit": "%"},
+    )
+    @property
+    def mem_available_pct(self) -> float | None:
+        if self.mem_available_mib is None or not self.mem_total_mib:
+            return None
+        return round(100.0 * self.mem_available_mib / self.mem_total_mib, 2)
+
+
+class DiskFacts(FactModel):
+    """One block device, sampled over the window (iostat -x equivalents)."""
+
+    name: str = fact("", "device name, e.g. nvme0n1", default="")
+    read_mib_s: float | None = fact("MiB/s", "read throughput")
+    write_mib_s: float | None = fact("MiB/s", "write throughput")
+    read_iops: float | None = fact("IO/s", "completed reads per second")
+    write_iops: float | None = fact("IO/s", "completed writes per second")
+    read_await_ms: float | None = fact("ms", "average time a read spent queued and serviced")
+    write_await_ms: float | None = fact("ms", "average time a write spent queued and serviced")
+    util_pct: float | None = fact("%", "time the device had I/O in flight (%util)")
+    rotational: bool | None = fact("", "spinning disk (true) or solid state (false)")
+
+
+# --------------------------------------------------------------------------- GPU
+
+THROTTLE_REASONS: dict[str, int] = {
+    # NVML clock event reason bits (nvmlClocksEventReason*).
+    "gpu_idle": 0x1,
+    "applications_clocks_setting": 0x2,
+    "sw_power_cap": 0x4,
+    "hw_slowdown": 0x8,
+    "sync_boost": 0x10,
+    "sw_thermal_slowdown": 0x20,
+    "hw_thermal_slowdown": 0x40,
+    "hw_power_brake_slowdown": 0x80,
+    "display_clock_setting": 0x100,
+}
+
+
+class RecoveryAction(StrEnum):
+    """NVML GPU recovery action (nvmlDeviceGpuRecoveryAction_t / Xid 154 text)."""
+
+    NONE = "none"
+    GPU_RESET = "gpu_reset"
+    NODE_REBOOT = "node_reboot"
+    DRAIN_P2P = "drain_p2p"
+    DRAIN_AND_RESET = "drain_and_reset"
+
+
+class GpuFacts(FactModel):
+    """One GPU (NVML, or nvidia-smi output parsed into the same shape)."""
+
+    index: int | None = fact("", "NVML device index")
+    name: str | None = fact("", "product name, e.g. NVIDIA H100 80GB HBM3")
+    uuid: str | None = fact("", "GPU UUID")
+    serial: str | None = fact("", "board serial number")
+    pci_bus_id: str | None = fact("", "PCI address, normalised to dddd:bb:dd.f lower case")
+    numa_node: int | None = fact("", "NUMA node of the GPU's PCI slot (-1 when none)")
+    driver_version: str | None = fact("", "driver version")
+    cuda_version: str | None = fact("", "CUDA version supported by the driver")
+    vbios_version: str | None = fact("", "VBIOS version")
+    utilization_gpu_pct: float | None = fact(
+        "%", "time a kernel was running on the GPU, averaged over the window"
+    )
+    utilization_memory_pct: float | None = fact(
+        "%", "time device memory was being read or written, averaged over the window"
+    )
+    memory_used_mib: float | None = fact("MiB", "device memory in use")
+    memory_total_mib: float | None = fact("MiB", "device memory installed")
+    power_draw_w: float | None = fact("W", "power draw")
+    power_limit_w: float | None = fact("W", "enforced power limit")
+    temperature_gpu_c: float | None = fact("°C", "GPU core temperature")
+    temperature_memory_c: float | None = fact("°C", "HBM temperature")
+    temperature_slowdown_c: float | None = fact("°C", "temperature at which the GPU slows down")
+    temperature_shutdown_c: float | None = fact("°C", "temperature at which the GPU shuts down")
+    performance_state: int | None = fact("P-state", "performance state, 0 = maximum")
+    fan_speed_pct: float | None = fact("%", "fan speed (absent on passively cooled boards)")
+    clocks_sm_mhz: float | None = fact("MHz", "current SM clock")
+    clocks_sm_max_mhz: float | None = fact("MHz", "maximum SM clock")
+    throttle_gpu_idle: bool | None = fact("", "clocks lowered because the GPU is idle (normal)")
+    throttle_applications_clocks_setting: bool | None = fact(
+        "", "clocks held by an applications-clocks setting"
+    )
+    throttle_sw_power_cap: bool | None = fact(
+        "", "clocks lowered by the software power cap (power draw at the limit)"
+    )
+    throttle_hw_slowdown: bool | None = fact(
+        "", "hardware slowdown: thermal or power-brake signal, clocks cut hard"
+    )
+    throttle_sync_boost: bool | None = fact("", "clocks held to sync-boost group")
+    throttle_sw_thermal_slowdown: bool | None = fact(
+        "", "software thermal slowdown: temperature above its software limit"
+    )
+    throttle_hw_thermal_slowdown: bool | None = fact(
+        "", "hardware thermal slowdown: the GPU is too hot"
+    )
+    throttle_hw_power_brake_slowdown: bool | None = fact(
+        "", "hardware power brake: an external power-brake signal (PSU/PDU) cut clocks"
+    )
+    throttle_display_clock_setting: bool | None = fact("", "clocks held by display clock setting")
+    ecc_enabled: bool | None = fact("", "ECC mode currently enabled")
+    ecc_volatile_corrected: int | None = fact("errors", "corrected ECC errors since the last reset")
+    ecc_volatile_uncorrected: int | None = fact(
+        "errors", "uncorrected (double-bit) ECC errors since the last reset"
+    )
+    ecc_aggregate_corrected: int | None = fact("errors", "corrected ECC errors, lifetime")
+    ecc_aggregate_uncorrected: int | None = fact("errors", "uncorrected ECC errors, lifetime")
+    retired_pages_sbe: int | None = fact("pages", "pages retired for repeated single-bit errors")
+    retired_pages_dbe: int | None = fact("pages", "pages retired for double-bit errors")
+    retired_pages_pending: bool | None = fact("", "a page retirement waits for the next reset")
+    remapped_rows_correctable: int | None = fact("rows", "rows remapped for correctable errors")
+    remapped_rows_uncorrectable: int | None = fact(
+        "rows", "rows remapped for uncorrectable errors"
+    )
+    remapped_rows_pending: bool | None = fact("", "a row remap waits for the next GPU reset")
+    remapped_rows_failure: bool | None = fact(
+        "", "row remapping failed (no spare rows): an RMA criterion"
+    )
+    pcie_link_gen: int | None = fact("gen", "current PCIe link generation")
+    pcie_link_gen_max: int | None = fact("gen", "maximum PCIe generation of GPU and slot")
+    pcie_link_width: int | None = fact("lanes", "current PCIe link width")
+    pcie_link_width_max: int | None = fact("lanes", "maximum PCIe link width of GPU and slot")
+    pcie_replay_count: int | None = fact("replays", "PCIe replay counter (link retransmissions)")
+    nvlink_links_total: int | None = fact("links", "NVLink links the GPU has")
+    nvlink_links_active: int | None = fact("links", "NVLink links up")
+    persistence_mode: bool | None = fact("", "persistence mode enabled")
+    mig_mode: bool | None = fact("", "MIG mode currently enabled")
+    compute_mode: str | None = fact("", "compute mode: default, exclusive_process, prohibited")
+    recovery_action: RecoveryAction | None = fact(
+        "", "what the driver says must happen to recover the GPU"
+    )
+    process_count: int | None = fact("processes", "compute processes on the GPU")
+    lost: bool | None = fact("", "NVML reported the GPU lost (fallen off the bus) while collecting")
+
+    @computed_field(  # type: ignore[prop-decorator]
+        description="device memory in use as a share of installed memory",
+        json_schema_extra={"unit": "%"},
+    )
+    @property
+    def memory_used_pct(self) -> float | None:
+        if self.memory_used_mib is None or not self.memory_total_mib:
+            return None
+        return round(100.0 * self.memory_used_mib / self.memory_total_mib, 2)
+
+    @computed_field(  # type: ignore[prop-decorator]
+        description="power draw as a share of the enforced limit",
+        json_schema_extra={"unit": "%"},
+    )
+    @property
+    def power_draw_pct(self) -> float | None:
+        if self.power_draw_w is None or not self.power_limit_w:
+            return None
+        return round(100.0 * self.power_draw_w / self.power_limit_w, 2)
+
+    def set_throttle_mask(self, mask: int) -> None:
+        """Decode an NVML clock-event-reason bitmask into the named booleans."""
+        for name, bit in THROTTLE_REASONS.items():
+            setattr(self, f"throttle_{name}", bool(mask & bit))
+
+
+class GpuProcess(FactModel):
+    """A process holding a GPU context."""
+
+    gpu_pci_bus_id: str | None = fact("", "PCI address of the GPU")
+    gpu_index: int | None = fact("", "NVML index of the GPU")
+    pid: int | None = fact("", "process id")
+    name: str | None = fact("", "process name")
+    used_memory_mib: float | None = fact("MiB", "device memory used by the process")
+    type: str | None = fact("", "compute or graphics")
+
+
+class NvlinkFacts(FactModel):
+    """One NVLink of one GPU."""
+
+    gpu_pci_bus_id: str | None = fact("", "PCI address of the GPU")
+    gpu_index: int | None = fact("", "NVML index of the GPU")
+    link: int | None = fact("", "link number")
+    active: bool | None = fact("", "link is up")
+    speed_gbps: float | None = fact("GB/s", "link bandwidth reported for the link")
+    replay_errors: int | None = fact("errors", "data-link replay errors")
+    recovery_errors: int | None = fact("errors", "data-link recovery events")
+    crc_errors: int | None = fact("errors", "CRC flit errors")
+
+
+# --------------------------------------------------------------------------- links, ports
+
+
+class PcieLinkFacts(FactModel):
+    """A PCIe device's link as sysfs or lspci reports it."""
+
+    pci_bus_id: str | None = fact("", "PCI address dddd:bb:dd.f")
+    device_class: str | None = fact("", "gpu, nic, nvme, bridge or other")
+    speed_gts: float | None = fact("GT/s", "current link speed")
+    speed_gts_max: float | None = fact("GT/s", "link speed capability")
+    width: int | None = fact("lanes", "current link width")
+    width_max: int | None = fact("lanes", "link width capability")
+    numa_node: int | None = fact("", "NUMA node of the slot (-1 when none)")
+
+
+class NicFacts(FactModel):
+    """A network interface."""
+
+    name: str | None = fact("", "interface name")
+    pci_bus_id: str | None = fact("", "PCI address, when a PCI device")
+    numa_node: int | None = fact("", "NUMA node of the NIC's slot")
+    driver: str | None = fact("", "kernel driver")
+    speed_mbps: float | None = fact("Mb/s", "negotiated link speed")
+    mtu: int | None = fact("bytes", "MTU")
+    operstate: str | None = fact("", "up, down, ...")
+    rx_errors: int | None = fact("errors", "receive errors")
+    tx_errors: int | None = fact("errors", "transmit errors")
+    rx_dropped: int | None = fact("packets", "packets dropped on receive")
+    tx_dropped: int | None = fact("packets", "packets dropped on transmit")
+
+
+class IbPortFacts(FactModel):
+    """An InfiniBand (or RoCE) HCA port."""
+
+    ca_name: str | None = fact("", "HCA name, e.g. mlx5_0")
+    port: int | None = fact("", "port number")
+    state: str | None = fact("", "logical state: active, down, init, armed")
+    phys_state: str | None = fact("", "physical state: linkup, polling, disabled, ...")
+    rate_gbps: float | None = fact("Gb/s", "port rate")
+    link_layer: str | None = fact("", "infiniband or ethernet")
+    pci_bus_id: str | None = fact("", "PCI address of the HCA")
+    numa_node: int | None = fact("", "NUMA node of the HCA")
+    symbol_errors: int | None = fact("errors", "symbol error counter")
+    link_downed: int | None = fact("events", "times the link went down")
+    rcv_errors: int | None = fact("errors", "port receive errors")
+    xmit_discards: int | None = fact("packets", "transmit discards")
+
+
+# --------------------------------------------------------------------------- events
+
+
+class KernelEvent(FactModel):
+    """Common fields of every kernel log event."""
+
+    time: datetime | None = fact("", "when it was logged (absolute), when the log says")
+    time_text: str | None = fact("", "the timestamp exactly as printed")
+    monotonic_s: float | None = fact("s", "seconds since boot, from a plain dmesg stamp")
+    age_s: float | None = fact("s", "how long before the snapshot it was logged")
+    pci_bus_id: str | None = fact("", "PCI address of the device it names, normalised")
+    gpu_index: int | None = fact("", "NVML index of the GPU it is tied to")
+    raw: str = fact("", "the log line(s) as read", default="")
+    line: int | None = fact("", "1-based line number in the log read")
+
+
+class XidEvent(KernelEvent):
+    """An NVRM Xid report."""
+
+    code: int | None = fact("", "Xid number")
+    pid: int | None = fact("", "process id named in the line")
+    process_name: str | None = fact("", "process name named in the line")
+    channel: str | None = fact("", "channel id, as printed")
+    message: str | None = fact("", "text after the code and the pid/name/channel fields")
+
+
+class SxidEvent(KernelEvent):
+    """An NVSwitch SXid report."""
+
+    code: int | None = fact("", "SXid number")
+    link: int | None = fact("", "NVSwitch link (port) number when printed")
+    fatal: bool | None = fact("", "the message says the error is fatal")
+    message: str | None = fact("", "text after the code")
+
+
+class AerEvent(KernelEvent):
+    """A PCIe Advanced Error Reporting message."""
+
+    reporter: str | None = fact("", "reporting port, e.g. 'pcieport 0000:00:03.0'")
+    severity: str | None = fact("", "corrected, uncorrected_nonfatal or uncorrected_fatal")
+    error_type: str | None = fact("", "Physical Layer, Data Link Layer or Transaction Layer")
+    errors: list[str] = fact("", "error bit names, e.g. RxErr, CmpltTO", default=[])
+    device_is_gpu: bool | None = fact("", "the failing device is an NVIDIA GPU")
+
+
+class BusLossEvent(KernelEvent):
+    """'GPU has fallen off the bus' (with or without an Xid 79)."""
+
+    message: str | None = fact("", "the text logged")
+
+
+class OomKillEvent(KernelEvent):
+    """The kernel OOM killer killed a process."""
+
+    pid: int | None = fact("", "killed process id")
+    process_name: str | None = fact("", "killed process name")
+    anon_rss_kib: int | None = fact("KiB", "anonymous resident memory of the killed process")
+    constraint: str | None = fact("", "CONSTRAINT_NONE, CONSTRAINT_MEMCG, ...")
+    cgroup: str | None = fact("", "memory cgroup that hit its limit")
+
+
+class NvlinkErrorEvent(KernelEvent):
+    """An NVLink error logged by the driver outside an Xid line."""
+
+    link: int | None = fact("", "link number when printed")
+    message: str | None = fact("", "the text logged")
+
+
+# --------------------------------------------------------------------------- scheduler
+
+
+class SchedulerFacts(FactModel):
+    """Kubernetes, container runtime and Slurm, where present."""
+
+    k8s_node_gpu_capacity: int | None = fact("GPUs", "nvidia.com/gpu in the node's capacity")
+    k8s_node_gpu_allocatable: int | None = fact("GPUs", "nvidia.com/gpu allocatable")
+    k8s_gpu_requested: int | None = fact("GPUs", "GPUs requested by pods on this node")
+    k8s_pods_with_gpu: int | None = fact("pods", "pods on this node requesting GPUs")
+    k8s_pods_pending_gpu: int | None = fact("pods", "pods pending for want of a GPU")
+    container_runtime_nvidia: bool | None = fact(
+        "", "a container runtime is configured with NVIDIA GPU support"
+    )
+    container_sees_gpus: bool | None = fact("", "a test container saw the GPUs")
+    slurm_gres_gpus: int | None = fact("GPUs", "GPUs Slurm GRES declares for this node")
+
+
+# --------------------------------------------------------------------------- supplied by people
+
+
+class SiteInventory(FactModel):
+    """What the site expects of this node (from an inventory file)."""
+
+    rack: str | None = fact("", "rack name")
+    row: str | None = fact("", "row or pod name")
+    role: str | None = fact("", "training, inference or interactive")
+    expected_gpu_count: int | None = fact("GPUs", "GPUs this node should have")
+    expected_pcie_gen: int | None = fact("gen", "PCIe generation every GPU should link at")
+    expected_pcie_width: int | None = fact("lanes", "PCIe width every GPU should link at")
+    expected_nvlink_active: int | None = fact("links", "NVLink links each GPU should have up")
+    pinned_driver_version: str | None = fact("", "the driver version the golden image pins")
+    pinned_vbios_version: str | None = fact("", "the VBIOS version the site pins")
+    rdma_configured: bool | None = fact("", "RDMA (InfiniBand/RoCE) is used on this node")
+    rack_power_budget_w: float | None = fact("W", "power the rack can deliver")
+    rack_power_planned_w: float | None = fact("W", "power the rack's equipment needs at full load")
+    baseline_step_time_ms: float | None = fact("ms", "known-good step time for the job")
+
+
+class JobMetrics(FactModel):
+    """Metrics of the running job, supplied from a job-metrics file."""
+
+    step_time_ms: float | None = fact("ms", "current mean training step time")
+    rank_step_times_ms: list[float] = fact("ms", "per-rank mean step times", default=[])
+    latency_p50_ms: float | None = fact("ms", "inference latency P50")
+    latency_p99_ms: float | None = fact("ms", "inference latency P99")
+    nodes_in_job: int | None = fact("nodes", "nodes the job runs on")
+    throughput_per_gpu: float | None = fact("samples/s", "throughput per GPU now")
+    throughput_per_gpu_fewer_nodes: float | None = fact(
+        "samples/s", "throughput per GPU measured with fewer nodes"
+    )
+
+    @computed_field(  # type: ignore[prop-decorator]
+        description="slowest rank's step time over the fastest rank's, minus one",
+        json_schema_extra={"unit": "%"},
+    )
+    @property
+    def rank_imbalance_pct(self) -> float | None:
+        times = [t for t in self.rank_step_times_ms if t > 0]
+        if len(times) < 2:
+            return None
+        return round(100.0 * (max(times) / min(times) - 1.0), 2)
+
+    @computed_field(  # type: ignore[prop-decorator]
+        description="P99 latency over P50 latency",
+        json_schema_extra={"unit": "ratio"},
+    )
+    @property
+    def latency_tail_ratio(self) -> float | None:
+        if self.latency_p99_ms is None or not self.latency_p50_ms:
+            return None
+        return round(self.latency_p99_ms / self.latency_p50_ms, 3)
+
+
+# --------------------------------------------------------------------------- the whole set
+
+
+class Facts(BaseModel):
+    """Everything known about one node at one time."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    host: HostFacts | None = None
+    gpus: list[GpuFacts] = Field(default_factory=list)
+    processes: list[GpuProcess] = Field(default_factory=list)
+    nvlinks: list[NvlinkFacts] = Field(default_factory=list)
+    pcie_links: list[PcieLinkFacts] = Field(default_factory=list)
+    disks: list[DiskFacts] = Field(default_factory=list)
+    nics: list[NicFacts] = Field(default_factory=list)
+    ib_ports: list[IbPortFacts] = Field(default_factory=list)
+    xids: list[XidEvent] = Field(default_factory=list)
+    sxids: list[SxidEvent] = Field(default_factory=list)
+    aers: list[AerEvent] = Field(default_factory=list)
+    bus_losses: list[BusLossEvent] = Field(default_factory=list)
+    ooms: list[OomKillEvent] = Field(default_factory=list)
+    nvlink_errors: list[NvlinkErrorEvent] = Field(default_factory=list)
+    scheduler: SchedulerFacts | None = None
+    site: SiteInventory | None = None
+    job: JobMetrics | None = None
+    answers: dict[str, bool | float | str] = Field(
+        default_factory=dict, description="question id -> a responder's answer"
+    )

@@ -1,0 +1,105 @@
+"""Versioned snapshot files: the facts of one node at one time, and how they were collected."""
+
+from __future__ import annotations
+
+import json
+import os
+from datetime import UTC, datetime
+from enum import StrEnum
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from gpu_triage import __version__
+from gpu_triage.facts import Facts
+
+SCHEMA_VERSION = 1
+
+
+class CollectorState(StrEnum):
+    OK = "ok"
+    UNAVAILABLE = "unavailable"  # the source is absent here (no driver, no kubectl)
+    FAILED = "failed"  # it crashed or printed what could not be parsed
+    TIMED_OUT = "timed_out"
+
+
+class CollectorStatus(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    name: str
+    state: CollectorState
+    duration_s: float = 0.0
+    error: str = ""
+    kinds: list[str] = Field(default_factory=list, description="fact kinds it produced")
+
+
+class RawOutput(BaseModel):
+    """A command output or file a collector parsed, kept so a snapshot can be re-parsed."""
+
+    model_config = ConfigDict(extra="forbid")
+    collector: str
+    source: str  # the command line or path
+    text: str
+    truncated: bool = False
+
+
+class Snapshot(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    schema_version: int = SCHEMA_VERSION
+    taken_at: datetime = Field(default_factory=lambda: datetime.now(UTC))
+    hostname: str = ""
+    tool_version: str = __version__
+    window_s: float = 0.0
+    redacted: bool = False
+    description: str = ""
+    facts: Facts = Field(default_factory=Facts)
+    collectors: list[CollectorStatus] = Field(default_factory=list)
+    raw: list[RawOutput] = Field(default_factory=list)
+
+    def collector(self, name: str) -> CollectorStatus | None:
+        return next((c for c in self.collectors if c.name == name), None)
+
+
+class SnapshotError(Exception):
+    """A snapshot file that cannot be used; the message names the file and the problem."""
+
+
+def load_snapshot(path: str | os.PathLike[str]) -> Snapshot:
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise SnapshotError(f"{p}: no such snapshot file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SnapshotError(f"{p}: cannot read snapshot: {exc}") from None
+    return parse_snapshot(text, str(p))
+
+
+def parse_snapshot(text: str, name: str = "<snapshot>") -> Snapshot:
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise SnapshotError(
+            f"{name}:{exc.lineno}:{exc.colno}: not valid JSON: {exc.msg}"
+        ) from None
+    except RecursionError:
+        raise SnapshotError(f"{name}: JSON nested too deeply") from None
+    if not isinstance(data, dict):
+        raise SnapshotError(f"{name}: a snapshot is a JSON object, got {type(data).__name__}")
+    version = data.get("schema_version")
+    if version != SCHEMA_VERSION:
+        raise SnapshotError(
+            f"{name}: unknown snapshot schema_version {version!r} "
+            f"(this gpu-triage reads version {SCHEMA_VERSION})"
+        )
+    try:
+        return Snapshot.model_validate(data)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(x) for x in e['loc'])}: {e['msg']}" for e in exc.errors()[:5]
+        )
+        more = f" (and {exc.error_count() - 5} more)" if exc.error_count() > 5 else ""
+        raise SnapshotError(f"{name}: invalid snapshot: {problems}{more}") from None
+
+
+def dump_snapshot(snapshot: Snapshot) -> str:
+    return snapshot.model_dump_json(indent=2, exclude_none=True, exclude_computed_fields=True) + "\n"
