@@ -51,6 +51,7 @@ _KINDS: list[tuple[str, str, type[BaseModel], bool, tuple[str, ...], bool, str |
     ("process", "processes", f.GpuProcess, False, ("nvml", "text:gpu"), False, "gpu_pci_bus_id"),
     ("nvlink", "nvlinks", f.NvlinkFacts, False, ("nvml", "text:nvlink"), False, "gpu_pci_bus_id"),
     ("pcie", "pcie_links", f.PcieLinkFacts, False, ("host", "text:pcie"), False, None),
+    ("topo", "topology", f.TopoFacts, False, ("text:topo",), False, None),
     ("disk", "disks", f.DiskFacts, False, ("host", "text:disk"), False, None),
     ("nic", "nics", f.NicFacts, False, ("host", "text:nic"), False, None),
     ("ib", "ib_ports", f.IbPortFacts, False, ("host", "text:ib"), False, None),

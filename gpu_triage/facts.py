@@ -104,6 +104,9 @@ class HostFacts(FactModel):
     cuda_version: str | None = fact("", "CUDA version the driver supports")
     gpu_count_visible: int | None = fact("GPUs", "GPUs the driver enumerates")
     gpu_count_pci: int | None = fact("GPUs", "NVIDIA GPUs present on the PCI bus (sysfs)")
+    net_throughput_gbps: float | None = fact("Gb/s", "network throughput measured by iperf3")
+    storage_read_mib_s: float | None = fact("MiB/s", "sequential read throughput measured by fio")
+    storage_read_iops: float | None = fact("IO/s", "read IOPS measured by fio")
 
     @computed_field(  # type: ignore[prop-decorator]
         description="MemAvailable as a share of physical memory",
@@ -161,6 +164,7 @@ class GpuFacts(FactModel):
 
     index: int | None = fact("", "NVML device index")
     name: str | None = fact("", "product name, e.g. NVIDIA H100 80GB HBM3")
+    cpu_affinity: str | None = fact("", "CPU cores local to the GPU, e.g. 0-47 (topo -m)")
     uuid: str | None = fact("", "GPU UUID")
     serial: str | None = fact("", "board serial number")
     pci_bus_id: str | None = fact("", "PCI address, normalised to dddd:bb:dd.f lower case")
@@ -294,6 +298,18 @@ class NvlinkFacts(FactModel):
 # --------------------------------------------------------------------------- links, ports
 
 
+class TopoFacts(FactModel):
+    """How two devices connect (nvidia-smi topo -m): one entry per pair."""
+
+    a: str | None = fact("", "first device as topo names it, e.g. GPU0")
+    b: str | None = fact("", "second device, e.g. GPU3 or NIC0 / mlx5_0")
+    a_pci_bus_id: str | None = fact("", "PCI address of the first device when known")
+    b_pci_bus_id: str | None = fact("", "PCI address of the second device when known")
+    connection: str | None = fact(
+        "", "X, SYS, NODE, PHB, PXB, PIX or NV<n> (NVLink with n links)"
+    )
+
+
 class PcieLinkFacts(FactModel):
     """A PCIe device's link as sysfs or lspci reports it."""
 
@@ -423,6 +439,12 @@ class SchedulerFacts(FactModel):
     )
     container_sees_gpus: bool | None = fact("", "a test container saw the GPUs")
     slurm_gres_gpus: int | None = fact("GPUs", "GPUs Slurm GRES declares for this node")
+    k8s_pod_gpu_requested: int | None = fact("GPUs", "GPUs the described pod requests")
+    k8s_pod_scheduled: bool | None = fact("", "the described pod was scheduled onto a node")
+    k8s_pod_node: str | None = fact("", "node the described pod landed on")
+    k8s_pod_unschedulable_reason: str | None = fact(
+        "", "why the described pod could not be scheduled (FailedScheduling message)"
+    )
 
 
 # --------------------------------------------------------------------------- supplied by people
@@ -494,6 +516,7 @@ class Facts(BaseModel):
     processes: list[GpuProcess] = Field(default_factory=list)
     nvlinks: list[NvlinkFacts] = Field(default_factory=list)
     pcie_links: list[PcieLinkFacts] = Field(default_factory=list)
+    topology: list[TopoFacts] = Field(default_factory=list)
     disks: list[DiskFacts] = Field(default_factory=list)
     nics: list[NicFacts] = Field(default_factory=list)
     ib_ports: list[IbPortFacts] = Field(default_factory=list)
