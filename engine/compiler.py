@@ -1,0 +1,521 @@
+"""Compile loaded rules into the typed intermediate form both evaluators run.
+
+The compiler resolves overlays, folds ``params.*`` into constants, checks every
+fact reference and type against the fact catalogue, works out what each rule
+iterates over (its subject: one GPU, one Xid event, the node ...) and orders
+rules into strata so a conclusion is always computed before a rule reads it
+(a cycle is refused: forward chaining cannot run away).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import string
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from gpu_triage.catalog import kinds
+from gpu_triage.engine import expr as E
+from gpu_triage.engine.loader import (
+    Diagnostic,
+    LoadedRule,
+    RawRulebook,
+    RulebookError,
+    load_paths,
+)
+from gpu_triage.engine.model import (
+    Question,
+    QuestionType,
+    Rule,
+    Severity,
+    check_param_bounds,
+)
+
+# Kinds that are not collected facts.
+SPECIAL_KINDS = {"params", "answer", "concl"}
+MAX_BINDING_KINDS = 2
+
+
+@dataclass
+class CompiledRule:
+    rule: Rule
+    rulebook: str
+    file: str
+    line: int
+    order: int
+    severity: Severity  # after overlays
+    params: dict[str, Any]  # effective values
+    expr: E.Expr  # params folded
+    iter_kinds: tuple[str, ...]  # kinds this rule binds one item of (its subject)
+    join_gpu: bool  # bind the GPU of an event/process/link through its PCI bus id
+    used_kinds: frozenset[str]  # every collected kind it reads, aggregates included
+    concl_deps: frozenset[str]
+    evidence: tuple[E.Ref, ...]
+    confirms: dict[int, E.Expr]  # runbook step index -> condition that confirms the cause
+    stratum: int = 0
+    overridden_by: list[str] = field(default_factory=list)
+
+    @property
+    def id(self) -> str:
+        return self.rule.id
+
+
+@dataclass
+class Rulebook:
+    rules: list[CompiledRule]
+    questions: dict[str, Question]
+    conclusions: dict[str, list[str]]  # name -> rule ids concluding it
+    disabled: dict[str, str]  # rule id -> reason
+    sources: list[str]
+    warnings: list[Diagnostic] = field(default_factory=list)
+
+    @property
+    def fingerprint(self) -> str:
+        """A hash of the compiled rules: two equal rulebooks evaluate identically."""
+        h = hashlib.sha256()
+        for r in self.rules:
+            h.update(json.dumps([r.id, r.rule.version, r.severity.value, E.render(r.expr),
+                                 r.iter_kinds, r.stratum], default=str).encode())
+        return h.hexdigest()[:16]
+
+    def by_id(self, rule_id: str) -> CompiledRule | None:
+        return next((r for r in self.rules if r.id == rule_id), None)
+
+    @property
+    def strata(self) -> list[list[CompiledRule]]:
+        top = max((r.stratum for r in self.rules), default=-1)
+        return [[r for r in self.rules if r.stratum == s] for s in range(top + 1)]
+
+
+class CompileError(Exception):
+    def __init__(self, message: str, col: int = 1) -> None:
+        self.message, self.col = message, col
+        super().__init__(message)
+
+
+def load_rulebook(paths: list[Path] | None = None, *, include_builtin: bool = True,
+                  allow_untrusted: bool = False) -> Rulebook:
+    """Load and compile; raises RulebookError with every problem located."""
+    raw = load_paths(paths or [], include_builtin=include_builtin,
+                     allow_untrusted=allow_untrusted)
+    book, diags = compile_rulebook(raw)
+    errors = raw.diagnostics + [d for d in diags if d.level == "error"]
+    if errors:
+        raise RulebookError(sorted(errors))
+    return book
+
+
+def compile_rulebook(raw: RawRulebook) -> tuple[Rulebook, list[Diagnostic]]:
+    diags: list[Diagnostic] = []
+    seen: dict[str, LoadedRule] = {}
+    loaded: list[LoadedRule] = []
+    for lr in raw.rules:
+        if lr.rule.id in seen:
+            first = seen[lr.rule.id]
+            line, col = lr.loc.where(("id",))
+            diags.append(Diagnostic(lr.loc.file, line, col,
+                                    f"duplicate rule id '{lr.rule.id}' "
+                                    f"(first defined at {first.loc.file}:{first.loc.line})"))
+            continue
+        seen[lr.rule.id] = lr
+        loaded.append(lr)
+
+    # Overlays, in load order: later ones win.
+    param_over: dict[str, dict[str, Any]] = {}
+    sev_over: dict[str, Severity] = {}
+    disabled: dict[str, str] = {}
+    over_names: dict[str, list[str]] = {}
+    for lo in raw.overlays:
+        ov = lo.overlay
+        for key, value in ov.params.items():
+            rid, _, pname = key.rpartition(".")
+            target = seen.get(rid)
+            line, col = lo.loc.where(("params", key))
+            if target is None or pname not in target.rule.params:
+                diags.append(Diagnostic(lo.loc.file, line, col,
+                                        f"overlay '{ov.overlay}': unknown rule parameter '{key}'"))
+                continue
+            try:
+                check_param_bounds(target.rule.params[pname], value)
+            except ValueError as exc:
+                diags.append(Diagnostic(lo.loc.file, line, col,
+                                        f"overlay '{ov.overlay}': {key}: {exc}"))
+                continue
+            param_over.setdefault(rid, {})[pname] = value
+            over_names.setdefault(rid, []).append(ov.overlay)
+        for rid, sev in ov.severity.items():
+            if rid not in seen:
+                line, col = lo.loc.where(("severity", rid))
+                diags.append(Diagnostic(lo.loc.file, line, col,
+                                        f"overlay '{ov.overlay}': unknown rule '{rid}'"))
+                continue
+            sev_over[rid] = sev
+            over_names.setdefault(rid, []).append(ov.overlay)
+        for i, d in enumerate(ov.disable):
+            if d.rule not in seen:
+                line, col = lo.loc.where(("disable", i))
+                diags.append(Diagnostic(lo.loc.file, line, col,
+                                        f"overlay '{ov.overlay}': unknown rule '{d.rule}'"))
+                continue
+            disabled[d.rule] = f"{d.reason} (overlay '{ov.overlay}')"
+
+    questions: dict[str, Question] = {}
+    for lr in loaded:
+        for q in lr.rule.questions:
+            if q.id in questions and questions[q.id] != q:
+                line, col = lr.loc.where(("questions",))
+                diags.append(Diagnostic(lr.loc.file, line, col,
+                                        f"question '{q.id}' is declared differently elsewhere"))
+            questions.setdefault(q.id, q)
+    conclusions: dict[str, list[str]] = {}
+    for lr in loaded:
+        if lr.rule.concludes and lr.rule.enabled and lr.rule.id not in disabled:
+            conclusions.setdefault(lr.rule.concludes, []).append(lr.rule.id)
+
+    compiled: list[CompiledRule] = []
+    for lr in loaded:
+        if not lr.rule.enabled:
+            disabled.setdefault(lr.rule.id, "disabled in its rule file")
+        if lr.rule.id in disabled:
+            continue
+        params = {k: p.default for k, p in lr.rule.params.items()}
+        params.update(param_over.get(lr.rule.id, {}))
+        try:
+            cr = compile_rule(lr, params, questions, set(conclusions))
+        except CompileError as exc:
+            diags.append(_expr_diag(lr, ("when",), exc.message, exc.col))
+            continue
+        except _FieldCompileError as exc:
+            diags.append(_expr_diag(lr, exc.loc, exc.message, exc.col))
+            continue
+        cr.severity = sev_over.get(lr.rule.id, lr.rule.severity)
+        cr.overridden_by = over_names.get(lr.rule.id, [])
+        compiled.append(cr)
+
+    _stratify(compiled, conclusions, diags)
+    compiled.sort(key=lambda r: r.order)
+    book = Rulebook(compiled, questions, conclusions, disabled, raw.sources,
+                    [d for d in diags if d.level != "error"])
+    return book, diags
+
+
+class _FieldCompileError(Exception):
+    def __init__(self, loc: tuple[Any, ...], message: str, col: int = 1) -> None:
+        self.loc, self.message, self.col = loc, message, col
+
+
+def _expr_diag(lr: LoadedRule, loc: tuple[Any, ...], message: str, col: int) -> Diagnostic:
+    line, base_col = lr.loc.where(loc)
+    value = lr.rule
+    for part in loc:  # the expression text, to tell a plain scalar from a block
+        value = value[part] if isinstance(value, list | dict) else getattr(value, str(part), "")
+    text = value if isinstance(value, str) else ""
+    if "\n" in text.strip() or base_col == 1:
+        # A block scalar: map the column to the line it falls on.
+        stripped = text.lstrip("\n")
+        offset = col - 1
+        for i, part in enumerate(stripped.split("\n")):
+            if offset <= len(part):
+                return Diagnostic(lr.loc.file, line + i + (1 if base_col else 0), offset + 1,
+                                  message)
+            offset -= len(part) + 1
+    return Diagnostic(lr.loc.file, line, base_col + col - 1, message)
+
+
+# --------------------------------------------------------------------------- one rule
+
+_TEMPLATE_FIELD = re.compile(r"^[a-z_]+\.[a-z0-9_]+$")
+
+
+def compile_rule(lr: LoadedRule, params: dict[str, Any], questions: dict[str, Question],
+                 conclusions: set[str]) -> CompiledRule:
+    rule = lr.rule
+    try:
+        tree = E.parse_expr(rule.when)
+    except E.ExprError as exc:
+        raise CompileError(exc.message, exc.col) from None
+    checker = _Checker(params, questions, conclusions)
+    tree = checker.fold(tree)
+    typ = checker.type_of(tree, None)
+    if typ != "boolean":
+        raise CompileError(f"a condition must be true or false, this is a {typ}", 1)
+
+    outer = [r for r in E.refs(tree) if r.kind not in SPECIAL_KINDS]
+    iter_kinds = sorted({r.kind for r in outer if not kinds()[r.kind].singleton},
+                        key=_kind_order)
+    join_gpu = False
+    if "gpu" in iter_kinds and len(iter_kinds) > 1:
+        others = [k for k in iter_kinds if k != "gpu"]
+        if len(others) == 1 and kinds()[others[0]].gpu_key:
+            join_gpu = True  # "the GPU of this event", not every GPU
+    if len(iter_kinds) > MAX_BINDING_KINDS:
+        raise CompileError(
+            f"a rule may bind at most {MAX_BINDING_KINDS} kinds of item at once, "
+            f"this one binds {', '.join(iter_kinds)}", 1)
+    used = {r.kind for r in E.refs(tree, include_local=True) if r.kind not in SPECIAL_KINDS}
+    used |= {a.kind for a in E.aggregates(tree)}
+    concl_deps = frozenset(r.name for r in E.refs(tree) if r.kind == "concl")
+
+    evidence: list[E.Ref] = []
+    for i, path in enumerate(rule.evidence):
+        kind, _, name = path.partition(".")
+        if not _TEMPLATE_FIELD.match(path) or checker.field_type(kind, name) is None:
+            raise _FieldCompileError(("evidence", i), f"unknown fact '{path}'")
+        if kind not in SPECIAL_KINDS and not kinds()[kind].singleton and kind not in iter_kinds:
+            raise _FieldCompileError(
+                ("evidence", i), f"evidence '{path}' names a {kind} the rule does not bind")
+        evidence.append(E.Ref(kind, name))
+    for key in ("symptom", "cause", "fix", "title"):
+        for fname in _template_fields(getattr(rule, key)):
+            kind, _, name = fname.partition(".")
+            if checker.field_type(kind, name) is None:
+                raise _FieldCompileError((key,), f"unknown fact '{{{fname}}}' in the text")
+    confirms: dict[int, E.Expr] = {}
+    for i, step in enumerate(rule.runbook):
+        if step.confirms_when:
+            try:
+                c = checker.fold(E.parse_expr(step.confirms_when))
+                if checker.type_of(c, None) != "boolean":
+                    raise E.ExprError("confirms_when must be true or false")
+            except E.ExprError as exc:
+                raise _FieldCompileError(("runbook", i, "confirms_when"), exc.message,
+                                         exc.col) from None
+            except CompileError as exc:
+                raise _FieldCompileError(("runbook", i, "confirms_when"), exc.message,
+                                         exc.col) from None
+            confirms[i] = c
+    for i, q in enumerate(rule.questions):
+        if f"answer.{q.id}" not in rule.when and not any(
+                s.confirms_when and f"answer.{q.id}" in s.confirms_when for s in rule.runbook):
+            raise _FieldCompileError(("questions", i),
+                                     f"question '{q.id}' is declared but answer.{q.id} is unused")
+    for i, t in enumerate(rule.tests):
+        unknown = [k for k in t.params if k not in params]
+        if unknown:
+            raise _FieldCompileError(("tests", i, "params"), f"unknown param '{unknown[0]}'")
+        bad = [k for k in t.unavailable if k not in kinds()]
+        if bad:
+            raise _FieldCompileError(("tests", i, "unavailable"), f"unknown fact kind '{bad[0]}'")
+
+    return CompiledRule(
+        rule=rule, rulebook=lr.rulebook, file=lr.loc.file, line=lr.loc.line, order=lr.order,
+        severity=rule.severity, params=params, expr=tree, iter_kinds=tuple(iter_kinds),
+        join_gpu=join_gpu, used_kinds=frozenset(used), concl_deps=concl_deps,
+        evidence=tuple(evidence), confirms=confirms,
+    )
+
+
+def _template_fields(text: str) -> list[str]:
+    try:
+        return [f for _, f, _, _ in string.Formatter().parse(text) if f]
+    except ValueError:
+        return []
+
+
+def _kind_order(kind: str) -> int:
+    return list(kinds()).index(kind)
+
+
+class _Checker:
+    """Folds params into constants and type-checks against the fact catalogue."""
+
+    def __init__(self, params: dict[str, Any], questions: dict[str, Question],
+                 conclusions: set[str]) -> None:
+        self.params, self.questions, self.conclusions = params, questions, conclusions
+
+    def fold(self, e: E.Expr) -> E.Expr:
+        match e:
+            case E.Ref(kind="params", name=name):
+                if name not in self.params:
+                    known = ", ".join(sorted(self.params)) or "none declared"
+                    raise CompileError(f"unknown param 'params.{name}' (known: {known})", e.col)
+                return E.Const(self.params[name], col=e.col)
+            case E.Not(operand=o):
+                return E.Not(self.fold(o), col=e.col)
+            case E.Neg(operand=o):
+                return E.Neg(self.fold(o), col=e.col)
+            case E.BoolOp(op=op, operands=ops):
+                return E.BoolOp(op, tuple(self.fold(o) for o in ops), col=e.col)
+            case E.Compare(op=op, left=a, right=b):
+                return E.Compare(op, self.fold(a), self.fold(b), col=e.col)
+            case E.Arith(op=op, left=a, right=b):
+                return E.Arith(op, self.fold(a), self.fold(b), col=e.col)
+            case E.Aggregate(where=w) if w is not None:
+                return E.Aggregate(e.func, e.kind, e.field, self.fold(w), col=e.col)
+        return e
+
+    def field_type(self, kind: str, name: str) -> str | None:
+        if kind == "answer":
+            q = self.questions.get(name)
+            if q is None:
+                return None
+            return {QuestionType.YES_NO: "boolean", QuestionType.NUMBER: "number",
+                    QuestionType.CHOICE: "string"}[q.type]
+        if kind == "concl":
+            return "boolean" if name in self.conclusions else None
+        k = kinds().get(kind)
+        if k is None or name not in k.fields:
+            return None
+        return k.fields[name].type
+
+    def _ref_type(self, r: E.Ref) -> str:
+        if r.kind == "answer" and r.name not in self.questions:
+            raise CompileError(f"unknown question 'answer.{r.name}' (declare it in questions:)",
+                               r.col)
+        if r.kind == "concl" and r.name not in self.conclusions:
+            raise CompileError(f"no rule concludes 'concl.{r.name}'", r.col)
+        if r.kind not in kinds() and r.kind not in SPECIAL_KINDS:
+            raise CompileError(
+                f"unknown fact kind '{r.kind}' (known: {', '.join(kinds())}, answer, concl, "
+                "params)", r.col)
+        t = self.field_type(r.kind, r.name)
+        if t is None:
+            suggestion = _suggest(r.name, list(kinds()[r.kind].fields)) if r.kind in kinds() else ""
+            raise CompileError(f"unknown fact '{r.kind}.{r.name}'{suggestion}", r.col)
+        if t == "list":
+            raise CompileError(f"'{r.path}' is a list; rules compare single values", r.col)
+        return t
+
+    def type_of(self, e: E.Expr, agg: str | None) -> str:
+        match e:
+            case E.Const(value=v):
+                return _const_type(v)
+            case E.ListLit():
+                return "list"
+            case E.Ref():
+                return self._ref_type(e)
+            case E.Not(operand=o):
+                self._expect(o, agg, "boolean", "not")
+                return "boolean"
+            case E.Neg(operand=o):
+                self._expect(o, agg, "number", "-")
+                return "number"
+            case E.BoolOp(op=op, operands=ops):
+                for o in ops:
+                    self._expect(o, agg, "boolean", op)
+                return "boolean"
+            case E.Arith(op=op, left=a, right=b):
+                self._expect(a, agg, "number", op)
+                self._expect(b, agg, "number", op)
+                return "number"
+            case E.Availability(ref=r):
+                self._ref_type(r)
+                return "boolean"
+            case E.Compare():
+                self._compare(e, agg)
+                return "boolean"
+            case E.Aggregate():
+                return self._aggregate(e)
+        raise CompileError("unsupported expression", getattr(e, "col", 1))
+
+    def _expect(self, e: E.Expr, agg: str | None, want: str, op: str) -> None:
+        got = self.type_of(e, agg)
+        if not _compatible(got, want):
+            raise CompileError(f"'{op}' needs a {want}, got {got} ({E.render(e)})", e.col)
+
+    def _compare(self, e: E.Compare, agg: str | None) -> None:
+        lt, rt = self.type_of(e.left, agg), self.type_of(e.right, agg)
+        if e.op in ("in", "not in"):
+            assert isinstance(e.right, E.ListLit)
+            for item in e.right.items:
+                if not _compatible(_const_type(item.value), lt):
+                    raise CompileError(f"'{E.render(item)}' is not a {lt} like "
+                                       f"{E.render(e.left)}", item.col)
+                self._check_choice(e.left, item)
+            return
+        if e.op in ("<", "<=", ">", ">=") and not (_compatible(lt, "number")
+                                                   and _compatible(rt, "number")):
+            raise CompileError(f"'{e.op}' compares numbers, got {lt} and {rt}", e.col)
+        if not (_compatible(lt, rt) or _compatible(rt, lt)):
+            raise CompileError(f"cannot compare a {lt} with a {rt} ({E.render(e)})", e.col)
+        if isinstance(e.right, E.Const):
+            self._check_choice(e.left, e.right)
+        if isinstance(e.left, E.Const) and isinstance(e.right, E.Const):
+            raise CompileError("comparison of two constants", e.col)
+
+    def _check_choice(self, left: E.Expr, value: E.Const) -> None:
+        if not isinstance(left, E.Ref):
+            return
+        choices: tuple[str, ...] | list[str] = ()
+        if left.kind == "answer" and left.name in self.questions:
+            choices = self.questions[left.name].choices
+        elif left.kind in kinds() and left.name in kinds()[left.kind].fields:
+            choices = kinds()[left.kind].fields[left.name].choices
+        if choices and value.value not in choices:
+            raise CompileError(f"'{value.value}' is not one of {', '.join(choices)}", value.col)
+
+    def _aggregate(self, e: E.Aggregate) -> str:
+        k = kinds().get(e.kind)
+        if k is None:
+            raise CompileError(f"unknown fact kind '{e.kind}'", e.col)
+        if k.singleton:
+            raise CompileError(f"{e.func}() counts items; '{e.kind}' is one per node", e.col)
+        if e.where is not None:
+            self._expect(e.where, e.kind, "boolean", e.func)
+        if e.field is not None:
+            ft = self.field_type(e.kind, e.field)
+            if ft is None:
+                raise CompileError(f"unknown fact '{e.kind}.{e.field}'", e.col)
+            if e.func in ("max", "min", "sum") and not _compatible(ft, "number"):
+                raise CompileError(f"{e.func}() needs a numeric field, '{e.field}' is {ft}",
+                                   e.col)
+        return {"count": "integer", "distinct": "integer", "exists": "boolean"}.get(
+            e.func, "number")
+
+
+def _const_type(v: object) -> str:
+    if isinstance(v, bool):
+        return "boolean"
+    if isinstance(v, int):
+        return "integer"
+    if isinstance(v, float):
+        return "number"
+    return "string"
+
+
+def _compatible(got: str, want: str) -> bool:
+    if got == want:
+        return True
+    return {got, want} <= {"integer", "number"}
+
+
+def _suggest(name: str, known: list[str]) -> str:
+    import difflib
+
+    close = difflib.get_close_matches(name, known, n=1)
+    return f" (did you mean '{close[0]}'?)" if close else ""
+
+
+def _stratify(rules: list[CompiledRule], conclusions: dict[str, list[str]],
+              diags: list[Diagnostic]) -> None:
+    by_id = {r.id: r for r in rules}
+    deps = {r.id: {p for c in r.concl_deps for p in conclusions.get(c, []) if p in by_id}
+            for r in rules}
+    level: dict[str, int] = {}
+    visiting: set[str] = set()
+
+    def depth(rid: str, chain: list[str]) -> int:
+        if rid in level:
+            return level[rid]
+        if rid in visiting:
+            cycle = " -> ".join([*chain[chain.index(rid):], rid])
+            raise CompileError(f"conclusions form a cycle: {cycle}")
+        visiting.add(rid)
+        d = 1 + max((depth(p, [*chain, rid]) for p in deps[rid]), default=-1)
+        visiting.discard(rid)
+        level[rid] = d
+        return d
+
+    for r in list(rules):
+        try:
+            r.stratum = depth(r.id, [])
+        except CompileError as exc:
+            diags.append(Diagnostic(r.file, r.line, 1, exc.message))
+            rules.remove(r)
+            level.clear()
+            visiting.clear()
+            return _stratify(rules, conclusions, diags)
+    return None

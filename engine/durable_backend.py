@@ -1,0 +1,269 @@
+"""The durable_rules backend: the intermediate form compiled onto durable_rules' JSON rules.
+
+What it emits is the subset that avoids durable_rules' verified failures
+(``../shared/durable-rules-notes.md`` §7):
+
+* one flat fact ("row") per rule and binding, holding the values the rule compares
+  (fact fields, arithmetic and aggregates computed in Python); nothing nested, far
+  under the 255-key limit;
+* no cross-fact joins at all (they segfault), no ``$not`` patterns (order dependent),
+  no regexes (``$mt`` gives false negatives): every pattern is one row matched against
+  constants or columns of the same row (``$m``);
+* facts, never events (an event fires only its first rule); a catch-all rule so no
+  row is "unhandled" (an unhandled fact in a batch drops the whole batch);
+* explicit ``$ex`` guards, because durable_rules compares a missing ``$m`` operand as
+  if it were null and loosely coerces types;
+* each rule twice: *strict* (fires when the condition is true with unknowns false)
+  and *possible* (fires unless the condition is false with unknowns true). Conditions
+  are put in negation normal form first, so strict = Kleene true and possible-but-not-
+  strict = unknown, exactly what the reference evaluator decides.
+
+durable_rules runs in a worker process (:mod:`gpu_triage.engine.durable_worker`): a
+crash there raises :class:`BackendFailure` here and the caller falls back.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import subprocess
+import sys
+import threading
+from typing import Any
+
+from gpu_triage.engine import expr as E
+from gpu_triage.engine.compiler import CompiledRule, Rulebook
+from gpu_triage.engine.evaluate import BackendFailure, Verdicts
+from gpu_triage.engine.inputs import Binding, EvalInput, plain
+from gpu_triage.engine.reference import Conclusions, Evaluator
+
+ALWAYS = {"$ex": {"t": 1}}
+NEVER = {"$nex": {"t": 1}}
+_NEG = {"==": "!=", "!=": "==", "<": ">=", "<=": ">", ">": "<=", ">=": "<",
+        "in": "not in", "not in": "in"}
+_MIRROR = {"==": "==", "!=": "!=", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
+_OPS = {"!=": "$neq", "<": "$lt", "<=": "$lte", ">": "$gt", ">=": "$gte"}
+WORKER_TIMEOUT_S = 30.0
+
+
+class RuleProgram:
+    """One rule compiled for durable_rules: its columns and its two conditions."""
+
+    def __init__(self, index: int, rule: CompiledRule) -> None:
+        self.index, self.rule = index, rule
+        self.columns: dict[str, E.Expr] = {}  # column name -> expression computing it
+        self._by_text: dict[str, str] = {}
+        self.strict = self._bool(rule.expr, False, True)
+        self.possible = self._bool(rule.expr, False, False)
+
+    def _col(self, e: E.Expr) -> str:
+        text = E.render(e) if not isinstance(e, E.Ref) or not e.local else f"@{e.name}"
+        if text not in self._by_text:
+            name = f"c{len(self._by_text)}"
+            self._by_text[text] = name
+            self.columns[name] = e
+        return self._by_text[text]
+
+    def _operand(self, e: E.Expr) -> tuple[str | None, Any]:
+        """(column, None) for a computed operand, (None, constant) for a constant."""
+        if isinstance(e, E.Const):
+            return None, e.value
+        return self._col(e), None
+
+    def _bool(self, e: E.Expr, neg: bool, strict: bool) -> dict[str, Any]:
+        match e:
+            case E.Const(value=v):
+                return ALWAYS if bool(v) != neg else NEVER
+            case E.Not(operand=o):
+                return self._bool(o, not neg, strict)
+            case E.BoolOp(op=op, operands=ops):
+                is_and = (op == "and") != neg
+                return {"$and" if is_and else "$or": [self._bool(o, neg, strict) for o in ops]}
+            case E.Availability(ref=r, negate=negate):
+                col = self._col(r)
+                return {"$ex" if negate != neg else "$nex": {col: 1}}
+            case E.Compare(op=op, left=left, right=right):
+                return self._compare(_NEG[op] if neg else op, left, right, strict)
+            case _:  # a boolean-valued operand: a yes/no fact, a conclusion, exists()
+                col = self._col(e)
+                return self._guard({col: not neg}, [col], strict)
+
+    def _compare(self, op: str, left: E.Expr, right: E.Expr, strict: bool) -> dict[str, Any]:
+        if op in ("in", "not in"):
+            assert isinstance(right, E.ListLit)
+            col = self._col(left)
+            values = [i.value for i in right.items]
+            if not values:
+                return NEVER if op == "in" else ALWAYS
+            if op == "in":
+                lit: dict[str, Any] = {"$or": [{col: v} for v in values]}
+            else:
+                lit = {"$and": [{"$neq": {col: v}} for v in values]}
+            return self._guard(lit, [col], strict)
+        lcol, lconst = self._operand(left)
+        rcol, rconst = self._operand(right)
+        if lcol is None:  # constant on the left: mirror so a column leads
+            lcol, lconst, rcol, rconst, op = rcol, rconst, None, lconst, _MIRROR[op]
+        assert lcol is not None
+        rvalue: Any = {"$m": rcol} if rcol is not None else rconst
+        lit = {lcol: rvalue} if op == "==" else {_OPS[op]: {lcol: rvalue}}
+        return self._guard(lit, [c for c in (lcol, rcol) if c], strict)
+
+    @staticmethod
+    def _guard(lit: dict[str, Any], cols: list[str], strict: bool) -> dict[str, Any]:
+        if strict:  # every operand present, so durable never compares a missing value
+            return {"$and": [*({"$ex": {c: 1}} for c in cols), lit]}
+        return {"$or": [lit, *({"$nex": {c: 1}} for c in cols)]}
+
+    def rules_json(self) -> dict[str, Any]:
+        def pattern(cond: dict[str, Any]) -> dict[str, Any]:
+            return {"all": [{"m": {"$and": [{"t": "row"}, {"r": self.index}, cond]}}]}
+
+        return {f"r{self.index}": {**pattern(self.strict), "run": f"r{self.index}"},
+                f"r{self.index}?": {**pattern(self.possible), "run": f"r{self.index}?"}}
+
+    def row(self, inp: EvalInput, binding: Binding, b: int, concl: Conclusions) -> dict[str, Any]:
+        ev = Evaluator(inp, binding, concl)
+        row: dict[str, Any] = {"t": "row", "id": f"{self.index}-{b}", "r": self.index, "b": b}
+        for name, e in self.columns.items():
+            value = plain(ev.eval(e).value)
+            if value is not None:
+                row[name] = value  # absent = unknown
+        return row
+
+
+def compile_ruleset(book: Rulebook) -> tuple[dict[str, Any], dict[str, RuleProgram]]:
+    programs = {r.id: RuleProgram(i, r) for i, r in enumerate(book.rules)}
+    ruleset: dict[str, Any] = {
+        "__mark__": {"all": [{"m": {"t": "__session__"}}], "run": "__mark__"},
+        "__sink__": {"all": [{"m": {"t": "row"}}], "run": "__sink__"},
+    }
+    for p in programs.values():
+        ruleset.update(p.rules_json())
+    return ruleset, programs
+
+
+class DurableBackend:
+    name = "durable"
+
+    def __init__(self, book: Rulebook, worker_argv: list[str] | None = None) -> None:
+        self.ruleset, self.programs = compile_ruleset(book)
+        self._by_index = {p.index: p for p in self.programs.values()}
+        self.worker_argv = worker_argv or [sys.executable, "-m",
+                                           "gpu_triage.engine.durable_worker"]
+        self._proc: subprocess.Popen[str] | None = None
+        self._lock = threading.Lock()
+
+    # ------------------------------------------------------------------ worker
+    def _start(self) -> None:
+        env = {k: v for k, v in os.environ.items() if k in ("PATH", "PYTHONPATH", "HOME")}
+        self._proc = subprocess.Popen(
+            self.worker_argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL, text=True, env=env, bufsize=1,
+        )
+        reply = self._request({"op": "load", "ruleset": self.ruleset})
+        if not reply.get("ok"):
+            self.close()
+            raise BackendFailure(reply.get("error", "durable_rules refused the ruleset"))
+
+    def _request(self, req: dict[str, Any]) -> dict[str, Any]:
+        proc = self._proc
+        assert proc is not None and proc.stdin is not None and proc.stdout is not None
+        try:
+            proc.stdin.write(json.dumps(req) + "\n")
+            proc.stdin.flush()
+            ready, _, _ = select.select([proc.stdout], [], [], WORKER_TIMEOUT_S)
+            line = proc.stdout.readline() if ready else ""
+        except (BrokenPipeError, OSError, ValueError):
+            line = ""
+        if not line:
+            why = self._death()
+            self.close()
+            raise BackendFailure(why)
+        reply: dict[str, Any] = json.loads(line)
+        return reply
+
+    def _death(self) -> str:
+        proc = self._proc
+        if proc is None:
+            return "durable_rules worker not running"
+        try:
+            code = proc.wait(timeout=1.0)
+        except subprocess.TimeoutExpired:
+            return f"durable_rules worker did not answer within {WORKER_TIMEOUT_S:g} s"
+        if code < 0:
+            import signal
+
+            try:
+                sig = signal.Signals(-code).name
+            except ValueError:
+                sig = str(-code)
+            return f"durable_rules worker crashed ({sig})"
+        return f"durable_rules worker exited with status {code}"
+
+    def close(self) -> None:
+        proc, self._proc = self._proc, None
+        if proc is not None:
+            try:
+                proc.kill()
+                proc.wait(timeout=5)
+            except (OSError, subprocess.TimeoutExpired):
+                pass
+            for stream in (proc.stdin, proc.stdout):
+                if stream is not None:
+                    try:
+                        stream.close()
+                    except OSError:
+                        pass
+
+    # ------------------------------------------------------------------ evaluate
+    def run_stratum(self, inp: EvalInput, rules: list[CompiledRule],
+                    binds: dict[str, list[Binding]], concl: Conclusions) -> Verdicts:
+        rows = []
+        for rule in rules:
+            prog = self.programs[rule.id]
+            rows.extend(prog.row(inp, b, i, concl) for i, b in enumerate(binds[rule.id]))
+        with self._lock:
+            if self._proc is None or self._proc.poll() is not None:
+                self.close()
+                self._start()
+            reply = self._request({"op": "eval", "rows": rows})
+        if not reply.get("ok"):
+            raise BackendFailure(reply.get("error", "durable_rules evaluation failed"))
+        strict: set[tuple[str, int]] = set()
+        possible: set[tuple[str, int]] = set()
+        for name, r, b in reply["hits"]:
+            key = (self._by_index[r].rule.id, b)
+            (possible if name.endswith("?") else strict).add(key)
+        out: Verdicts = dict.fromkeys(possible, None)
+        for key in strict:
+            out[key] = True
+        return out
+
+
+_SHARED: dict[str, DurableBackend] = {}
+_UNAVAILABLE: list[str] = []
+
+
+def shared_backend(book: Rulebook) -> DurableBackend:
+    """One worker per rulebook per process (a new rulebook = a new worker: durable_rules
+    cannot unload a ruleset, so reloading in place would leak)."""
+    if _UNAVAILABLE:
+        raise BackendFailure(_UNAVAILABLE[0])
+    key = book.fingerprint
+    backend = _SHARED.get(key)
+    if backend is None:
+        for old in _SHARED.values():
+            old.close()
+        _SHARED.clear()
+        backend = DurableBackend(book)
+        try:
+            with backend._lock:
+                backend._start()
+        except BackendFailure as exc:
+            if "not importable" in str(exc):
+                _UNAVAILABLE.append(str(exc))
+            raise
+        _SHARED[key] = backend
+    return backend

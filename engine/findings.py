@@ -1,0 +1,139 @@
+"""What an evaluation produces: findings, and the document unattended runs write."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from enum import IntEnum, StrEnum
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from gpu_triage import __version__
+from gpu_triage.engine.model import Question, RunbookStep, Severity, Stage
+from gpu_triage.snapshot import CollectorStatus
+
+FINDINGS_SCHEMA_VERSION = 1
+
+
+class ExitCode(IntEnum):
+    """Nagios-style exit codes, as monitoring systems read them."""
+
+    OK = 0
+    WARNING = 1
+    CRITICAL = 2
+    UNKNOWN = 3  # collection failed or the rulebook could not load
+    USAGE = 64
+
+
+class Status(StrEnum):
+    FIRED = "fired"
+    CANNOT_EVALUATE = "cannot_evaluate"  # facts it needs could not be collected
+    NEEDS_CONFIRMATION = "needs_confirmation"  # a person must answer a question
+
+
+class Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class EvidenceItem(Model):
+    path: str = Field(description="fact (kind.field) or aggregate expression")
+    value: Any = None
+    unit: str = ""
+    meaning: str = ""
+    source: str = ""
+    unavailable: str | None = Field(default=None, description="why the value is missing")
+
+
+class MissingFact(Model):
+    path: str
+    reason: str
+    detail: str = ""
+
+
+class RuledOut(Model):
+    """A competing cause in the same differential group, and why it does not hold."""
+
+    rule_id: str
+    title: str
+    status: str  # not_fired | cannot_evaluate | needs_confirmation | fired
+    reason: str
+
+
+class Finding(Model):
+    rule_id: str
+    rule_version: int
+    title: str
+    severity: Severity
+    stage: Stage
+    status: Status
+    rulebook: str
+    rule_file: str
+    subject: str
+    subject_key: str
+    symptom: str
+    cause: str
+    fix: str
+    evidence: list[EvidenceItem] = Field(default_factory=list)
+    missing: list[MissingFact] = Field(default_factory=list)
+    questions: list[Question] = Field(default_factory=list)
+    runbook: list[RunbookStep] = Field(default_factory=list)
+    references: list[str] = Field(default_factory=list)
+    group: str | None = None
+    concludes: str | None = None
+    competing: list[RuledOut] = Field(default_factory=list)
+    overridden_by: list[str] = Field(default_factory=list)
+
+    @property
+    def sort_key(self) -> tuple[int, int]:
+        return (self.severity.rank, self.stage.rank)
+
+
+class EngineInfo(Model):
+    name: str = Field(description="the evaluator that produced these findings")
+    requested: str
+    fallback_reason: str | None = None
+    duration_ms: float = 0.0
+
+
+class RulebookInfo(Model):
+    fingerprint: str
+    rules: int
+    sources: list[str]
+    disabled: dict[str, str] = Field(default_factory=dict)
+
+
+class Summary(Model):
+    critical: int = 0
+    warning: int = 0
+    info: int = 0
+    cannot_evaluate: int = 0
+    needs_confirmation: int = 0
+    rules_evaluated: int = 0
+    rules_fired: int = 0
+
+
+class FindingsDocument(Model):
+    schema_version: int = FINDINGS_SCHEMA_VERSION
+    generated_at: datetime = Field(default_factory=lambda: datetime.now(UTC))
+    tool_version: str = __version__
+    hostname: str = ""
+    snapshot_taken_at: datetime | None = None
+    snapshot_source: str = ""
+    engine: EngineInfo
+    rulebook: RulebookInfo
+    summary: Summary
+    findings: list[Finding] = Field(default_factory=list, description="rules that fired, ranked")
+    cannot_evaluate: list[Finding] = Field(default_factory=list)
+    needs_confirmation: list[Finding] = Field(default_factory=list)
+    collectors: list[CollectorStatus] = Field(default_factory=list)
+    conclusions: dict[str, bool | None] = Field(default_factory=dict)
+
+    @property
+    def exit_code(self) -> ExitCode:
+        if self.summary.critical:
+            return ExitCode.CRITICAL
+        if self.summary.warning:
+            return ExitCode.WARNING
+        if self.collectors and all(c.state != "ok" for c in self.collectors):
+            return ExitCode.UNKNOWN
+        return ExitCode.OK

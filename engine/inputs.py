@@ -1,0 +1,157 @@
+"""What an evaluation reads: the facts, which kinds could be collected, and rule bindings."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import Enum
+from typing import Any
+
+from pydantic import BaseModel
+
+from gpu_triage.catalog import kinds
+from gpu_triage.facts import Facts, FactModel, Unavailable, UnavailableReason
+from gpu_triage.snapshot import CollectorState, Snapshot
+
+# A binding: for each kind the rule iterates over, the item bound (None: unavailable).
+Binding = dict[str, FactModel | None]
+
+
+@dataclass
+class EvalInput:
+    facts: Facts
+    # kind -> why the whole kind is unavailable (absent: available)
+    kind_unavailable: dict[str, Unavailable] = field(default_factory=dict)
+    hostname: str = ""
+    taken_at: datetime | None = None
+    _gpu_by_bus: dict[str, FactModel] | None = None
+
+    @classmethod
+    def from_snapshot(cls, snap: Snapshot) -> EvalInput:
+        return cls(snap.facts, kind_availability(snap), snap.hostname, snap.taken_at)
+
+    def items(self, kind: str) -> list[FactModel]:
+        value = getattr(self.facts, kinds()[kind].attr)
+        return list(value) if isinstance(value, list) else ([value] if value is not None else [])
+
+    def singleton(self, kind: str) -> FactModel | None:
+        value = getattr(self.facts, kinds()[kind].attr)
+        return value if isinstance(value, BaseModel) else None
+
+    def gpu_by_bus(self, bus: str | None) -> FactModel | None:
+        if self._gpu_by_bus is None:
+            self._gpu_by_bus = {g.pci_bus_id: g for g in self.facts.gpus if g.pci_bus_id}
+        return self._gpu_by_bus.get(bus) if bus else None
+
+
+_REASON_FOR_STATE = {
+    CollectorState.UNAVAILABLE: UnavailableReason.NOT_COLLECTED,
+    CollectorState.FAILED: UnavailableReason.COLLECTOR_FAILED,
+    CollectorState.TIMED_OUT: UnavailableReason.TIMED_OUT,
+}
+
+
+def kind_availability(snap: Snapshot) -> dict[str, Unavailable]:
+    """A kind is available when some collector that produces it ran fine, or it has data.
+
+    Person-supplied kinds (site, job) are never "unavailable": their fields are just
+    unknown until supplied. A snapshot that records no collectors at all (hand-made)
+    is taken at its word."""
+    if not snap.collectors:
+        return {}
+    out: dict[str, Unavailable] = {}
+    for name, k in kinds().items():
+        if name in ("site", "job"):
+            continue
+        tried = [c for c in snap.collectors if c.name in k.collectors or name in c.kinds]
+        if any(c.state is CollectorState.OK for c in tried):
+            continue
+        value = getattr(snap.facts, k.attr)
+        if value:  # data came from somewhere (e.g. pasted output)
+            continue
+        if tried:
+            worst = tried[0]
+            reason = _REASON_FOR_STATE.get(worst.state, UnavailableReason.ERROR)
+            detail = "; ".join(f"{c.name} {c.state.value}" + (f": {c.error}" if c.error else "")
+                               for c in tried)
+        else:
+            reason, detail = UnavailableReason.NOT_COLLECTED, "no collector ran for it"
+        out[name] = Unavailable(reason=reason, detail=detail)
+    return out
+
+
+def bindings(inp: EvalInput, iter_kinds: tuple[str, ...], join_gpu: bool) -> list[Binding]:
+    """Every combination of items a rule is evaluated for."""
+    if not iter_kinds:
+        return [{}]
+    if join_gpu:
+        other = next(k for k in iter_kinds if k != "gpu")
+        key = kinds()[other].gpu_key
+        if other in inp.kind_unavailable:
+            return [{other: None, "gpu": None}]
+        return [{other: item, "gpu": inp.gpu_by_bus(getattr(item, key or "", None))}
+                for item in inp.items(other)]
+    out: list[Binding] = [{}]
+    for kind in iter_kinds:
+        if kind in inp.kind_unavailable:
+            items: list[FactModel | None] = [None]
+        else:
+            items = list(inp.items(kind))
+        out = [{**b, kind: it} for b in out for it in items]
+    return out
+
+
+def plain(value: Any) -> Any:
+    """A fact value as rules see it: enums as their value, NaN/inf as missing."""
+    if isinstance(value, Enum):
+        return value.value
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def subject_label(binding: Binding, hostname: str = "") -> str:
+    """How a finding names what it is about."""
+    if not binding:
+        return f"node {hostname}".strip()
+    parts: list[str] = []
+    for kind, item in binding.items():
+        if item is None:
+            parts.append(f"{kind} (unavailable)")
+            continue
+        parts.append(describe(kind, item))
+    return ", ".join(parts)
+
+
+def describe(kind: str, item: FactModel) -> str:
+    get = item.__dict__.get
+    if kind == "gpu":
+        idx = get("index")
+        return f"GPU {idx if idx is not None else '?'} ({get('pci_bus_id') or 'no bus id'})"
+    if kind in ("xid", "sxid"):
+        return (f"{kind.upper()} {get('code')} on {get('pci_bus_id') or 'unknown device'}"
+                + (f" (line {get('line')})" if get("line") else ""))
+    for key in ("name", "ca_name", "pci_bus_id"):
+        if get(key):
+            extra = f" port {get('port')}" if kind == "ib" and get("port") is not None else ""
+            return f"{kind} {get(key)}{extra}"
+    return kind
+
+
+def subject_key(binding: Binding) -> str:
+    """A stable key for a binding (dedup across runs, history in fleet mode)."""
+    parts: list[str] = []
+    for kind, item in binding.items():
+        if item is None:
+            parts.append(f"{kind}:-")
+            continue
+        get = item.__dict__.get
+        ident = (get("pci_bus_id") or get("uuid") or get("name") or get("ca_name")
+                 or get("gpu_pci_bus_id") or "")
+        if kind in ("xid", "sxid", "aer", "bus_loss", "oom", "nvlink_error"):
+            ident = f"{ident}@{get('line') or get('time_text') or ''}"
+        if kind == "ib" or kind == "nvlink":
+            ident = f"{ident}/{get('port') if kind == 'ib' else get('link')}"
+        parts.append(f"{kind}:{ident}")
+    return ",".join(parts) or "node"

@@ -1,0 +1,251 @@
+"""Reading rulebook YAML: every problem located as FILE:LINE:COL.
+
+Each YAML document is one rule (it has ``id``) or one overlay (it has
+``overlay``). Anchors and aliases are refused (they are how YAML bombs work and
+they hide what a rule says from its reviewer); files and documents are bounded.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from gpu_triage.engine.model import Overlay, Rule
+
+MAX_FILE_BYTES = 1_000_000
+MAX_DOCS_PER_FILE = 500
+MAX_NODES_PER_DOC = 20_000
+BUILTIN = "builtin"
+
+
+@dataclass(frozen=True, order=True)
+class Diagnostic:
+    file: str
+    line: int
+    col: int
+    message: str
+    level: str = "error"
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}:{self.col}: {self.level}: {self.message}"
+
+
+class RulebookError(Exception):
+    def __init__(self, diagnostics: list[Diagnostic]) -> None:
+        self.diagnostics = diagnostics
+        super().__init__("\n".join(str(d) for d in diagnostics))
+
+
+@dataclass
+class Located:
+    """A loaded document and where each of its keys sits in the file."""
+
+    file: str
+    line: int
+    positions: dict[tuple[Any, ...], tuple[int, int]] = field(default_factory=dict)
+
+    def where(self, loc: tuple[Any, ...]) -> tuple[int, int]:
+        # The deepest known prefix of a pydantic error location.
+        for n in range(len(loc), -1, -1):
+            if loc[:n] in self.positions:
+                return self.positions[loc[:n]]
+        return (self.line, 1)
+
+
+@dataclass
+class LoadedRule:
+    rule: Rule
+    loc: Located
+    rulebook: str
+    order: int
+
+
+@dataclass
+class LoadedOverlay:
+    overlay: Overlay
+    loc: Located
+    rulebook: str
+
+
+@dataclass
+class RawRulebook:
+    rules: list[LoadedRule] = field(default_factory=list)
+    overlays: list[LoadedOverlay] = field(default_factory=list)
+    diagnostics: list[Diagnostic] = field(default_factory=list)
+    sources: list[str] = field(default_factory=list)
+
+
+class _NoAliasLoader(yaml.SafeLoader):
+    """SafeLoader that refuses anchors/aliases and keeps only plain YAML types."""
+
+    def compose_node(self, parent: Any, index: Any) -> Any:  # type: ignore[override]
+        if self.check_event(yaml.AliasEvent):
+            ev = self.peek_event()
+            raise yaml.MarkedYAMLError(
+                None, None, "aliases are not allowed in rule files", ev.start_mark
+            )
+        ev = self.peek_event()
+        if getattr(ev, "anchor", None):
+            raise yaml.MarkedYAMLError(
+                None, None, "anchors are not allowed in rule files", ev.start_mark
+            )
+        return super().compose_node(parent, index)
+
+
+def _positions(node: yaml.Node, path: tuple[Any, ...], out: dict[tuple[Any, ...], tuple[int, int]],
+               budget: list[int]) -> None:
+    budget[0] -= 1
+    if budget[0] < 0:
+        raise ValueError(f"document has more than {MAX_NODES_PER_DOC} YAML nodes")
+    out[path] = (node.start_mark.line + 1, node.start_mark.column + 1)
+    if isinstance(node, yaml.MappingNode):
+        for k, v in node.value:
+            key = k.value if isinstance(k, yaml.ScalarNode) else str(k.start_mark)
+            out[(*path, key)] = (k.start_mark.line + 1, k.start_mark.column + 1)
+            _positions(v, (*path, key), out, budget)
+            # pydantic reports the value's location; keep the key's position for it too,
+            # except for block scalars where the value position is more useful.
+            out[(*path, key)] = (v.start_mark.line + 1, v.start_mark.column + 1) if isinstance(
+                v, yaml.ScalarNode) else (k.start_mark.line + 1, k.start_mark.column + 1)
+    elif isinstance(node, yaml.SequenceNode):
+        for i, v in enumerate(node.value):
+            _positions(v, (*path, i), out, budget)
+
+
+def load_text(text: str, file: str, rulebook: str, out: RawRulebook, order_start: int = 0) -> None:
+    """Parse one file's text into rules and overlays, appending to ``out``."""
+    out.sources.append(file)
+    loader = _NoAliasLoader(text)
+    order = order_start
+    try:
+        ndocs = 0
+        while loader.check_node():
+            ndocs += 1
+            if ndocs > MAX_DOCS_PER_FILE:
+                out.diagnostics.append(
+                    Diagnostic(file, 1, 1, f"more than {MAX_DOCS_PER_FILE} documents in one file")
+                )
+                return
+            node = loader.get_node()
+            if node is None:
+                continue
+            loc = Located(file, node.start_mark.line + 1)
+            try:
+                _positions(node, (), loc.positions, [MAX_NODES_PER_DOC])
+            except ValueError as exc:
+                out.diagnostics.append(Diagnostic(file, loc.line, 1, str(exc)))
+                continue
+            data = loader.construct_document(node)
+            if data is None:
+                continue
+            if not isinstance(data, dict):
+                out.diagnostics.append(
+                    Diagnostic(file, loc.line, 1, "a document must be a mapping (a rule or an overlay)")
+                )
+                continue
+            _add_document(data, loc, rulebook, out, order)
+            order += 1
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        line, col = (mark.line + 1, mark.column + 1) if mark else (1, 1)
+        msg = exc.problem or exc.context or "invalid YAML"
+        out.diagnostics.append(Diagnostic(file, line, col, f"YAML: {msg}"))
+    except yaml.YAMLError as exc:
+        out.diagnostics.append(Diagnostic(file, 1, 1, f"YAML: {exc}"))
+    except RecursionError:
+        out.diagnostics.append(Diagnostic(file, 1, 1, "YAML nested too deeply"))
+    finally:
+        loader.dispose()
+
+
+def _add_document(data: dict[str, Any], loc: Located, rulebook: str, out: RawRulebook,
+                  order: int) -> None:
+    kind = Overlay if "overlay" in data and "id" not in data else Rule
+    try:
+        model = kind.model_validate(data)
+    except ValidationError as exc:
+        for err in exc.errors():
+            line, col = loc.where(tuple(err["loc"]))
+            where = ".".join(str(x) for x in err["loc"]) or "document"
+            out.diagnostics.append(Diagnostic(loc.file, line, col, f"{where}: {err['msg']}"))
+        return
+    if isinstance(model, Rule):
+        out.rules.append(LoadedRule(model, loc, rulebook, order))
+    else:
+        out.overlays.append(LoadedOverlay(model, loc, rulebook))
+
+
+def _check_trusted(path: Path, allow_untrusted: bool) -> str | None:
+    """Running as root, refuse rule files others may write: a rulebook is code in effect."""
+    if allow_untrusted or not hasattr(os, "geteuid") or os.geteuid() != 0:
+        return None
+    st = path.stat()
+    if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH) or st.st_uid != 0:
+        return (f"refusing {path}: writable by users other than root "
+                "(fix its owner/mode, or pass --allow-untrusted-rules)")
+    return None
+
+
+def rule_files(path: Path) -> list[Path]:
+    if path.is_file():
+        return [path]
+    return sorted(p for p in path.rglob("*") if p.suffix in (".yaml", ".yml") and p.is_file()
+                  and not p.name.startswith("."))
+
+
+def load_paths(paths: list[Path], *, include_builtin: bool = True,
+               allow_untrusted: bool = False) -> RawRulebook:
+    """Load the packaged rulebook (unless told not to) and then each named file or directory."""
+    out = RawRulebook()
+    order = 0
+    if include_builtin:
+        for name, text in builtin_texts():
+            load_text(text, name, BUILTIN, out, order)
+            order = len(out.rules) + len(out.overlays)
+    for base in paths:
+        if not base.exists():
+            out.diagnostics.append(Diagnostic(str(base), 1, 1, "no such file or directory"))
+            continue
+        book = base.stem if base.is_file() else base.name
+        for p in rule_files(base):
+            problem = _check_trusted(p, allow_untrusted)
+            if problem:
+                out.diagnostics.append(Diagnostic(str(p), 1, 1, problem))
+                continue
+            if p.stat().st_size > MAX_FILE_BYTES:
+                out.diagnostics.append(
+                    Diagnostic(str(p), 1, 1, f"file larger than {MAX_FILE_BYTES} bytes")
+                )
+                continue
+            try:
+                text = p.read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError) as exc:
+                out.diagnostics.append(Diagnostic(str(p), 1, 1, f"cannot read: {exc}"))
+                continue
+            load_text(text, str(p), book, out, order)
+            order = len(out.rules) + len(out.overlays)
+    return out
+
+
+def builtin_texts() -> list[tuple[str, str]]:
+    """The packaged rulebook's files, read through importlib.resources (works from a wheel)."""
+    root = resources.files("gpu_triage.rulebook")
+    found: list[tuple[str, str]] = []
+
+    def walk(node: Any, prefix: str) -> None:
+        for child in sorted(node.iterdir(), key=lambda c: c.name):
+            if child.is_dir():
+                if not child.name.startswith(("_", ".")):
+                    walk(child, f"{prefix}{child.name}/")
+            elif child.name.endswith((".yaml", ".yml")) and not child.name.startswith("."):
+                found.append((f"rulebook/{prefix}{child.name}", child.read_text(encoding="utf-8")))
+
+    walk(root, "")
+    return found

@@ -1,0 +1,282 @@
+"""The pure-Python reference evaluator of the intermediate form.
+
+Three-valued (Kleene) logic: a comparison that reads an unavailable fact is
+*unknown*, ``and`` is false as soon as one side is false, ``or`` true as soon as
+one side is true. A rule whose condition is unknown is reported as "cannot
+evaluate" with the facts that were missing, never as healthy. The evaluator can
+record a trace of every clause with its values; explain and why-not use it.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from gpu_triage.catalog import kinds
+from gpu_triage.engine import expr as E
+from gpu_triage.engine.inputs import Binding, EvalInput, plain
+from gpu_triage.facts import FactModel, Unavailable, UnavailableReason
+
+
+@dataclass(frozen=True)
+class Missing:
+    path: str
+    reason: Unavailable
+
+    def __str__(self) -> str:
+        return f"{self.path} unavailable ({self.reason})"
+
+
+@dataclass(frozen=True)
+class Val:
+    value: Any  # None: unknown
+    missing: tuple[Missing, ...] = ()
+
+    @property
+    def known(self) -> bool:
+        return self.value is not None
+
+
+@dataclass
+class Clause:
+    """One leaf of the condition as evaluated: its text, operand values and outcome."""
+
+    text: str
+    values: dict[str, Any]
+    result: bool | None
+    missing: tuple[Missing, ...] = ()
+
+
+@dataclass
+class Conclusions:
+    """Values of intermediate conclusions: node-wide, and per GPU where the rule bound one."""
+
+    node: dict[str, bool | None] = field(default_factory=dict)
+    per_gpu: dict[str, dict[str, bool | None]] = field(default_factory=dict)
+
+    def record(self, name: str, gpu_bus: str | None, value: bool | None) -> None:
+        prev = self.node.get(name, False)
+        self.node[name] = _or3(prev, value)
+        if gpu_bus is not None:
+            per = self.per_gpu.setdefault(name, {})
+            per[gpu_bus] = _or3(per.get(gpu_bus, False), value)
+
+    def declare(self, name: str) -> None:
+        self.node.setdefault(name, False)
+
+    def get(self, name: str, binding: Binding) -> bool | None:
+        gpu = binding.get("gpu")
+        per = self.per_gpu.get(name)
+        if gpu is not None and per is not None:
+            return per.get(gpu.__dict__.get("pci_bus_id"), False)
+        return self.node.get(name, False)
+
+
+def _or3(a: bool | None, b: bool | None) -> bool | None:
+    if a is True or b is True:
+        return True
+    if a is None or b is None:
+        return None
+    return False
+
+
+_CMP: dict[str, Callable[[Any, Any], bool]] = {
+    "==": operator.eq, "!=": operator.ne, "<": operator.lt, "<=": operator.le,
+    ">": operator.gt, ">=": operator.ge,
+}
+_ARITH: dict[str, Callable[[Any, Any], Any]] = {
+    "+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.truediv,
+}
+
+
+class Evaluator:
+    """Evaluates expressions for one binding of one input."""
+
+    def __init__(self, inp: EvalInput, binding: Binding, concl: Conclusions,
+                 trace: list[Clause] | None = None) -> None:
+        self.inp, self.binding, self.concl, self.trace = inp, binding, concl, trace
+
+    # ---------------------------------------------------------------- references
+    def ref(self, r: E.Ref, local: FactModel | None = None) -> Val:
+        if r.local:
+            return self._field(local, r.kind, r.name)
+        if r.kind == "answer":
+            v = self.inp.facts.answers.get(r.name)
+            if v is None:
+                return Val(None, (Missing(r.path, Unavailable(
+                    reason=UnavailableReason.NOT_ANSWERED, detail="a person must answer")),))
+            return Val(v)
+        if r.kind == "concl":
+            v = self.concl.get(r.name, self.binding)
+            if v is None:
+                return Val(None, (Missing(r.path, Unavailable(
+                    reason=UnavailableReason.NOT_COLLECTED,
+                    detail="the rules concluding it could not be evaluated")),))
+            return Val(v)
+        k = kinds()[r.kind]
+        if k.singleton:
+            item = self.inp.singleton(r.kind)
+            if item is None:
+                why = self.inp.kind_unavailable.get(r.kind) or Unavailable(
+                    reason=UnavailableReason.NOT_COLLECTED,
+                    detail="not supplied" if r.kind in ("site", "job") else "")
+                return Val(None, (Missing(r.path, why),))
+            return self._field(item, r.kind, r.name)
+        item = self.binding.get(r.kind)
+        if item is None:
+            why = self.inp.kind_unavailable.get(r.kind)
+            if why is None and r.kind == "gpu":
+                why = Unavailable(reason=UnavailableReason.NOT_COLLECTED,
+                                  detail="no GPU with this PCI bus id in the facts")
+            return Val(None, (Missing(r.path, why or Unavailable(
+                reason=UnavailableReason.NOT_COLLECTED)),))
+        return self._field(item, r.kind, r.name)
+
+    def _field(self, item: FactModel | None, kind: str, name: str) -> Val:
+        path = f"{kind}.{name}"
+        if item is None:
+            return Val(None, (Missing(path, Unavailable(reason=UnavailableReason.NOT_COLLECTED)),))
+        value = plain(getattr(item, name, None))
+        if value is None:
+            why = item.unavailable.get(name) or Unavailable(
+                reason=UnavailableReason.NOT_COLLECTED,
+                detail="not in the site inventory" if kind == "site"
+                else "not in the job metrics" if kind == "job" else "")
+            return Val(None, (Missing(path, why),))
+        return Val(value)
+
+    # ---------------------------------------------------------------- expressions
+    def eval(self, e: E.Expr, local: FactModel | None = None) -> Val:
+        match e:
+            case E.Const(value=v):
+                return Val(v)
+            case E.ListLit(items=items):
+                return Val(tuple(i.value for i in items))
+            case E.Ref():
+                return self.ref(e, local)
+            case E.Not(operand=o):
+                v = self.eval(o, local)
+                return Val(None if v.value is None else not v.value, v.missing)
+            case E.Neg(operand=o):
+                v = self.eval(o, local)
+                return Val(None if v.value is None else -v.value, v.missing)
+            case E.BoolOp(op="and", operands=ops):
+                return self._and(ops, local)
+            case E.BoolOp(operands=ops):
+                return self._or(ops, local)
+            case E.Arith(op=op, left=a, right=b):
+                va, vb = self.eval(a, local), self.eval(b, local)
+                if not (va.known and vb.known):
+                    return Val(None, va.missing + vb.missing)
+                if op == "/" and vb.value == 0:
+                    return Val(None, (Missing(E.render(e), Unavailable(
+                        reason=UnavailableReason.ERROR, detail="division by zero")),))
+                return Val(_ARITH[op](va.value, vb.value))
+            case E.Availability(ref=r, negate=neg):
+                v = self.ref(r, local)
+                result = v.known if neg else not v.known
+                self._record(e, {r.path: v.value if v.known else f"unavailable"}, result, ())
+                return Val(result)
+            case E.Compare():
+                return self._compare(e, local)
+            case E.Aggregate():
+                return self.aggregate(e)
+        raise TypeError(e)
+
+    def _and(self, ops: tuple[E.Expr, ...], local: FactModel | None) -> Val:
+        missing: tuple[Missing, ...] = ()
+        unknown = False
+        for o in ops:
+            v = self.eval(o, local)
+            if v.value is False:
+                return Val(False)
+            if v.value is None:
+                unknown, missing = True, missing + v.missing
+        return Val(None, missing) if unknown else Val(True)
+
+    def _or(self, ops: tuple[E.Expr, ...], local: FactModel | None) -> Val:
+        missing: tuple[Missing, ...] = ()
+        unknown = False
+        for o in ops:
+            v = self.eval(o, local)
+            if v.value is True:
+                return Val(True)
+            if v.value is None:
+                unknown, missing = True, missing + v.missing
+        return Val(None, missing) if unknown else Val(False)
+
+    def _compare(self, e: E.Compare, local: FactModel | None) -> Val:
+        va, vb = self.eval(e.left, local), self.eval(e.right, local)
+        values = {E.render(e.left): va.value, E.render(e.right): vb.value}
+        if not (va.known and vb.known):
+            miss = va.missing + vb.missing
+            self._record(e, values, None, miss)
+            return Val(None, miss)
+        if e.op == "in":
+            result = va.value in vb.value
+        elif e.op == "not in":
+            result = va.value not in vb.value
+        else:
+            result = _CMP[e.op](va.value, vb.value)
+        self._record(e, values, result, ())
+        return Val(result)
+
+    def _record(self, e: E.Expr, values: dict[str, Any], result: bool | None,
+                missing: tuple[Missing, ...]) -> None:
+        if self.trace is not None:
+            shown = {k: v for k, v in values.items() if not _is_literal(k)}
+            self.trace.append(Clause(E.render(e), shown, result, missing))
+
+    def aggregate(self, e: E.Aggregate) -> Val:
+        if e.kind in self.inp.kind_unavailable:
+            return Val(None, (Missing(e.kind, self.inp.kind_unavailable[e.kind]),))
+        inner = Evaluator(self.inp, self.binding, self.concl, None)  # no trace per item
+        chosen: list[FactModel] = []
+        for item in self.inp.items(e.kind):
+            if e.where is None:
+                chosen.append(item)
+                continue
+            v = inner.eval(e.where, item)
+            if v.value is None:
+                if e.func == "exists":
+                    continue  # a later true item still decides it
+                return Val(None, v.missing)
+            if v.value:
+                chosen.append(item)
+        if e.func == "exists":
+            if chosen:
+                return Val(True)
+            # False only if no item was undecided.
+            for item in self.inp.items(e.kind):
+                v = inner.eval(e.where, item) if e.where is not None else Val(True)
+                if v.value is None:
+                    return Val(None, v.missing)
+            return Val(False)
+        if e.func == "count":
+            return Val(len(chosen))
+        assert e.field is not None
+        values = []
+        for item in chosen:
+            v = inner._field(item, e.kind, e.field)
+            if not v.known:
+                return Val(None, v.missing)
+            values.append(v.value)
+        if e.func == "distinct":
+            return Val(len(set(values)))
+        if e.func == "sum":
+            return Val(sum(values))
+        if not values:
+            return Val(None, (Missing(f"{e.kind}.{e.field}", Unavailable(
+                reason=UnavailableReason.NOT_COLLECTED, detail=f"no {e.kind} to take the {e.func} of")),))
+        return Val(max(values) if e.func == "max" else min(values))
+
+
+def _is_literal(text: str) -> bool:
+    return text[:1].isdigit() or text[:1] in "-'\"[" or text in ("true", "false")
+
+
+def evaluate_binding(inp: EvalInput, binding: Binding, expr: E.Expr, concl: Conclusions,
+                     trace: list[Clause] | None = None) -> Val:
+    return Evaluator(inp, binding, concl, trace).eval(expr)
