@@ -94,10 +94,10 @@ class RuleProgram:
             assert isinstance(right, E.ListLit)
             col = self._col(left)
             values = [i.value for i in right.items]
-            if not values:
-                return NEVER if op == "in" else ALWAYS
-            if op == "in":
-                lit: dict[str, Any] = {"$or": [{col: v} for v in values]}
+            if not values:  # still unknown when the operand is (as the reference decides)
+                lit: dict[str, Any] = NEVER if op == "in" else ALWAYS
+            elif op == "in":
+                lit = {"$or": [{col: v} for v in values]}
             else:
                 lit = {"$and": [{"$neq": {col: v}} for v in values]}
             return self._guard(lit, [col], strict)

@@ -321,23 +321,25 @@ def competing_causes(inp: EvalInput, book: Rulebook, f: Finding,
         verdicts = []
         for b in related:
             trace: list[Clause] = []
-            v = Evaluator(inp, b, concl, trace).eval(other.expr)
+            v = Evaluator(inp, b, concl, trace).evaluate(other.expr)
             verdicts.append((v, trace))
+        title = render_text(other.rule.title, Evaluator(inp, related[0] if related else {},
+                                                        concl))
         if any(v.value is True for v, _ in verdicts):
-            out.append(RuledOut(rule_id=other.id, title=other.rule.title, status="fired",
+            out.append(RuledOut(rule_id=other.id, title=title, status="fired",
                                 reason="also holds"))
             continue
         unknown = next(((v, t) for v, t in verdicts if v.value is None), None)
         if unknown is not None:
             miss = ", ".join(str(m) for m in unknown[0].missing[:3])
-            out.append(RuledOut(rule_id=other.id, title=other.rule.title,
+            out.append(RuledOut(rule_id=other.id, title=title,
                                 status="cannot_evaluate", reason=miss or "unknown"))
             continue
         reason = "no items to evaluate"
         if verdicts:
             failed = first_false_clause(verdicts[0][1])
             reason = failed or "condition false"
-        out.append(RuledOut(rule_id=other.id, title=other.rule.title, status="not_fired",
+        out.append(RuledOut(rule_id=other.id, title=title, status="not_fired",
                             reason=reason))
     return out
 

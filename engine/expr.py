@@ -132,6 +132,10 @@ def parse_expr(text: str) -> Expr:
     """Parse a `when` expression (or an aggregate predicate) into the AST."""
     if len(text) > MAX_EXPR_CHARS:
         raise ExprError(f"expression longer than {MAX_EXPR_CHARS} characters")
+    if not text.isascii():
+        # Python folds look-alike letters (NFKC): 'ｇpu' would read as 'gpu'. Refuse them.
+        bad = next(i for i, ch in enumerate(text) if not ch.isascii())
+        raise ExprError(f"non-ASCII character {text[bad]!r} in an expression", bad + 1)
     source = " ".join(text.split("\n"))  # YAML folded text: one logical line, columns kept
     try:
         tree = ast.parse(source.strip(), mode="eval")
@@ -169,6 +173,10 @@ class _Converter:
             case ast.Constant(value=v) if isinstance(v, bool | int | float | str):
                 if isinstance(v, float) and (v != v or v in (float("inf"), float("-inf"))):
                     raise ExprError("NaN and infinity are not allowed", col)
+                if isinstance(v, int | float) and not isinstance(v, bool) and v and not (
+                        1e-4 <= abs(v) <= 1e15):
+                    # facts are quantised to this range (engine.inputs.quantise)
+                    raise ExprError("numbers must be 0 or between 0.0001 and 1e15 in size", col)
                 return Const(v, col=col)
             case ast.List(elts=elts) | ast.Tuple(elts=elts):
                 items = tuple(self.convert(e, d, agg_kind) for e in elts)

@@ -102,12 +102,32 @@ def bindings(inp: EvalInput, iter_kinds: tuple[str, ...], join_gpu: bool) -> lis
     return out
 
 
+# durable_rules' C JSON parser crashes (SIGSEGV) on numbers such as 1e-05 or 1e+16
+# (an exponent with no decimal point, which is how Python writes them). Both
+# evaluators therefore read every float quantised into a range printed without an
+# exponent: magnitudes under 1e-4 read as 0, over 1e15 are capped. No GPU or host
+# metric lives outside that range.
+FLOAT_FLOOR = 1e-4
+FLOAT_CAP = 1e15
+
+
+def quantise(value: float) -> float | None:
+    if not math.isfinite(value):
+        return None
+    if abs(value) < FLOAT_FLOOR:
+        return 0.0
+    if abs(value) > FLOAT_CAP:
+        return math.copysign(FLOAT_CAP, value)
+    return value
+
+
 def plain(value: Any) -> Any:
-    """A fact value as rules see it: enums as their value, NaN/inf as missing."""
+    """A fact value as rules see it: enums as their value, floats quantised, NaN/inf
+    as missing."""
     if isinstance(value, Enum):
         return value.value
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
+    if isinstance(value, float):
+        return quantise(value)
     return value
 
 

@@ -16,7 +16,7 @@ from typing import Any
 
 from gpu_triage.catalog import kinds
 from gpu_triage.engine import expr as E
-from gpu_triage.engine.inputs import Binding, EvalInput, plain
+from gpu_triage.engine.inputs import Binding, EvalInput, plain, quantise
 from gpu_triage.facts import FactModel, Unavailable, UnavailableReason
 
 
@@ -140,7 +140,7 @@ class Evaluator:
             return Val(None, (Missing(path, Unavailable(reason=UnavailableReason.NOT_COLLECTED)),))
         value = plain(getattr(item, name, None))
         if value is None:
-            why = item.unavailable.get(name) or Unavailable(
+            why = item.why_unavailable(name) or Unavailable(
                 reason=UnavailableReason.NOT_COLLECTED,
                 detail="not in the site inventory" if kind == "site"
                 else "not in the job metrics" if kind == "job" else "")
@@ -158,10 +158,13 @@ class Evaluator:
                 return self.ref(e, local)
             case E.Not(operand=o):
                 v = self.eval(o, local)
-                return Val(None if v.value is None else not v.value, v.missing)
+                result = None if v.value is None else not v.value
+                if isinstance(o, E.Ref | E.Aggregate) and self.trace is not None:
+                    self._record(e, {E.render(o): v.value}, result, v.missing)
+                return Val(result, v.missing)
             case E.Neg(operand=o):
                 v = self.eval(o, local)
-                return Val(None if v.value is None else -v.value, v.missing)
+                return Val(None if v.value is None else plain(-v.value), v.missing)
             case E.BoolOp(op="and", operands=ops):
                 return self._and(ops, local)
             case E.BoolOp(operands=ops):
@@ -173,7 +176,8 @@ class Evaluator:
                 if op == "/" and vb.value == 0:
                     return Val(None, (Missing(E.render(e), Unavailable(
                         reason=UnavailableReason.ERROR, detail="division by zero")),))
-                return Val(_ARITH[op](va.value, vb.value))
+                result = _ARITH[op](va.value, vb.value)
+                return Val(quantise(result) if isinstance(result, float) else result)
             case E.Availability(ref=r, negate=neg):
                 v = self.ref(r, local)
                 result = v.known if neg else not v.known
@@ -185,11 +189,22 @@ class Evaluator:
                 return self.aggregate(e)
         raise TypeError(e)
 
+    def evaluate(self, e: E.Expr) -> Val:
+        """Evaluate a whole condition (a bare yes/no fact at the top is a clause too)."""
+        return self._leaf(e, None)
+
+    def _leaf(self, o: E.Expr, local: FactModel | None) -> Val:
+        """Evaluate an operand of and/or/not; a bare yes/no fact is a clause of its own."""
+        v = self.eval(o, local)
+        if isinstance(o, E.Ref | E.Aggregate) and self.trace is not None:
+            self._record(o, {E.render(o): v.value}, v.value, v.missing)
+        return v
+
     def _and(self, ops: tuple[E.Expr, ...], local: FactModel | None) -> Val:
         missing: tuple[Missing, ...] = ()
         unknown = False
         for o in ops:
-            v = self.eval(o, local)
+            v = self._leaf(o, local)
             if v.value is False:
                 return Val(False)
             if v.value is None:
@@ -200,7 +215,7 @@ class Evaluator:
         missing: tuple[Missing, ...] = ()
         unknown = False
         for o in ops:
-            v = self.eval(o, local)
+            v = self._leaf(o, local)
             if v.value is True:
                 return Val(True)
             if v.value is None:
@@ -266,7 +281,7 @@ class Evaluator:
         if e.func == "distinct":
             return Val(len(set(values)))
         if e.func == "sum":
-            return Val(sum(values))
+            return Val(plain(sum(values)))
         if not values:
             return Val(None, (Missing(f"{e.kind}.{e.field}", Unavailable(
                 reason=UnavailableReason.NOT_COLLECTED, detail=f"no {e.kind} to take the {e.func} of")),))
@@ -279,4 +294,4 @@ def _is_literal(text: str) -> bool:
 
 def evaluate_binding(inp: EvalInput, binding: Binding, expr: E.Expr, concl: Conclusions,
                      trace: list[Clause] | None = None) -> Val:
-    return Evaluator(inp, binding, concl, trace).eval(expr)
+    return Evaluator(inp, binding, concl, trace).evaluate(expr)

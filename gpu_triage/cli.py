@@ -1,5 +1,343 @@
-"""Command line entry point (placeholder, filled in below)."""
+"""The `gpu-triage` command. Nothing here imports Textual: the TUI is loaded only by `tui`."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from gpu_triage import __version__
+from gpu_triage.engine.findings import ExitCode
+
+SEVERITIES = ("info", "warning", "critical")
+
+
+def _add_rules_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--rules", action="append", type=Path, default=[], metavar="DIR",
+                   help="extra rulebook directory or file (overlays, site rules); repeatable")
+    p.add_argument("--no-builtin", action="store_true",
+                   help="do not load the packaged rulebook")
+    p.add_argument("--allow-untrusted-rules", action="store_true",
+                   help="when root, accept rule files writable by other users")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(
+        prog="gpu-triage",
+        description="Rule-based incident triage for NVIDIA GPU nodes.",
+        epilog="Exit codes of `run`: 0 healthy, 1 warning, 2 critical, 3 unknown "
+               "(collection failed or the rulebook could not load), 64 usage.")
+    ap.add_argument("--version", action="version", version=f"gpu-triage {__version__}")
+    sub = ap.add_subparsers(dest="command", metavar="COMMAND")
+
+    run = sub.add_parser("run", help="evaluate a snapshot (or collect one) and write findings")
+    run.add_argument("--snapshot", type=Path, help="evaluate this snapshot instead of collecting")
+    run.add_argument("--demo", action="store_true", help="evaluate the bundled demo incident")
+    run.add_argument("--out", type=Path, help="write findings here (atomically); default stdout")
+    run.add_argument("--format", choices=("json", "markdown"), default="json")
+    run.add_argument("--min-severity", choices=SEVERITIES, default="info",
+                     help="drop fired findings below this severity")
+    run.add_argument("--engine", choices=("auto", "durable", "reference"), default="auto")
+    run.add_argument("--window", type=float, default=1.0, help="sampling window when collecting")
+    _add_rules_args(run)
+
+    col = sub.add_parser("collect", help="collect facts from this node into a snapshot")
+    col.add_argument("--out", type=Path, help="snapshot file (default stdout)")
+    col.add_argument("--window", type=float, default=1.0, help="sampling window in seconds")
+    col.add_argument("--redact", action="store_true",
+                     help="remove hostnames, serials, UUIDs, users and command lines")
+    col.add_argument("--only", help="comma-separated collector names")
+    col.add_argument("--kernel-log", type=Path, help="read this file as the kernel log")
+    col.add_argument("--from-text", nargs=2, action="append", metavar=("PARSER", "FILE"),
+                     default=[], help="build the snapshot from saved command output; repeatable")
+
+    ex = sub.add_parser("explain", help="why a rule fired, or why not")
+    ex.add_argument("rule")
+    ex.add_argument("--snapshot", type=Path, required=True)
+    _add_rules_args(ex)
+
+    rules = sub.add_parser("rules", help="auditor commands for the rulebook")
+    rsub = rules.add_subparsers(dest="rules_command", metavar="SUBCOMMAND")
+    lint = rsub.add_parser("lint", help="check rule files; FILE:LINE:COL messages, exit 1 on error")
+    lint.add_argument("paths", nargs="*", type=Path)
+    test = rsub.add_parser("test", help="run every rule's embedded test cases")
+    test.add_argument("paths", nargs="*", type=Path)
+    test.add_argument("--engine", choices=("both", "durable", "reference"), default="both")
+    test.add_argument("--rule", action="append", default=[], help="only this rule id")
+    lst = rsub.add_parser("list", help="list the rules")
+    _add_rules_args(lst)
+    docs = rsub.add_parser("docs", help="the rulebook as a Markdown catalogue")
+    docs.add_argument("--out", type=Path)
+    _add_rules_args(docs)
+    schema = rsub.add_parser("schema", help="JSON Schema of rule files")
+    schema.add_argument("--out", type=Path)
+
+    facts = sub.add_parser("facts", help="the fact catalogue")
+    fsub = facts.add_subparsers(dest="facts_command", metavar="SUBCOMMAND")
+    fdocs = fsub.add_parser("docs", help="the fact catalogue as Markdown")
+    fdocs.add_argument("--out", type=Path)
+    return ap
 
 
 def main(argv: list[str] | None = None) -> int:
+    ap = build_parser()
+    args = ap.parse_args(argv)
+    try:
+        if args.command == "run":
+            return cmd_run(args)
+        if args.command == "collect":
+            return cmd_collect(args)
+        if args.command == "explain":
+            return cmd_explain(args)
+        if args.command == "rules":
+            return cmd_rules(args, ap)
+        if args.command == "facts":
+            return cmd_facts(args)
+    except BrokenPipeError:
+        return 0
+    except KeyboardInterrupt:
+        return 130
+    ap.print_help()
     return 0
+
+
+def _err(msg: str) -> None:
+    print(f"gpu-triage: {msg}", file=sys.stderr)
+
+
+def _emit(text: str, out: Path | None) -> None:
+    if out is None:
+        sys.stdout.write(text)
+        return
+    from gpu_triage.output import write_atomic
+
+    write_atomic(out, text)
+
+
+def _load_book(args: argparse.Namespace) -> Any:
+    from gpu_triage.engine.compiler import load_rulebook
+
+    return load_rulebook(list(args.rules), include_builtin=not args.no_builtin,
+                         allow_untrusted=args.allow_untrusted_rules)
+
+
+def _load_snapshot(path: Path) -> Any:
+    from gpu_triage.snapshot import load_snapshot
+
+    return load_snapshot(path)
+
+
+def demo_snapshot_path() -> Path:
+    from importlib import resources
+
+    return Path(str(resources.files("gpu_triage") / "data" / "demo-incident.json"))
+
+
+# --------------------------------------------------------------------------- run
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from gpu_triage.engine.evaluate import evaluate
+    from gpu_triage.engine.loader import RulebookError
+    from gpu_triage.snapshot import SnapshotError
+
+    try:
+        book = _load_book(args)
+    except RulebookError as exc:
+        _err(f"the rulebook could not be loaded:\n{exc}")
+        return ExitCode.UNKNOWN
+    source = ""
+    try:
+        if args.demo:
+            args.snapshot = demo_snapshot_path()
+        if args.snapshot:
+            snap = _load_snapshot(args.snapshot)
+            source = str(args.snapshot)
+        else:
+            snap = _collect(window=args.window)
+            source = "live"
+    except SnapshotError as exc:
+        _err(str(exc))
+        return ExitCode.UNKNOWN
+    doc = evaluate(snap, book, engine=args.engine, source=source)
+    if args.min_severity != "info":
+        floor = SEVERITIES.index(args.min_severity)
+        doc.findings = [f for f in doc.findings if SEVERITIES.index(f.severity.value) >= floor]
+    if doc.engine.fallback_reason and args.engine != "reference":
+        _err(f"engine: {doc.engine.name} ({doc.engine.fallback_reason})")
+    if args.format == "markdown":
+        from gpu_triage.engine.report import findings_markdown
+
+        text = findings_markdown(doc)
+    else:
+        text = doc.model_dump_json(indent=2) + "\n"
+    try:
+        _emit(text, args.out)
+    except OSError as exc:
+        _err(f"cannot write {args.out}: {exc}")
+        return ExitCode.UNKNOWN
+    return int(doc.exit_code)
+
+
+def _collect(window: float, only: set[str] | None = None, kernel_log: Path | None = None,
+             progress: bool = True) -> Any:
+    from gpu_triage.collectors.base import CollectContext
+    from gpu_triage.collectors.runner import collect_snapshot, default_collectors
+
+    collectors = [c for c in default_collectors() if not only or c.name in only]
+    ctx = CollectContext(window_s=window, kernel_log_file=kernel_log)
+    show = progress and sys.stderr.isatty()
+
+    def report(name: str, state: Any) -> None:
+        if show:
+            msg = "running" if state is None else state.value
+            print(f"  {name:<20} {msg}", file=sys.stderr)
+
+    return collect_snapshot(collectors, ctx, progress=report)
+
+
+def cmd_collect(args: argparse.Namespace) -> int:
+    from gpu_triage.snapshot import dump_snapshot
+
+    if args.from_text:
+        from gpu_triage.collectors.from_text import snapshot_from_texts
+
+        try:
+            snap = snapshot_from_texts([(k, Path(f)) for k, f in args.from_text])
+        except (KeyError, OSError, ValueError) as exc:
+            _err(str(exc))
+            return ExitCode.USAGE
+    else:
+        only = set(args.only.split(",")) if args.only else None
+        snap = _collect(args.window, only, args.kernel_log)
+    if args.redact:
+        from gpu_triage.collectors.redact import redact_snapshot
+
+        snap = redact_snapshot(snap)
+    try:
+        _emit(dump_snapshot(snap), args.out)
+    except OSError as exc:
+        _err(f"cannot write {args.out}: {exc}")
+        return ExitCode.UNKNOWN
+    if sys.stderr.isatty():
+        for c in snap.collectors:
+            print(f"  {c.name:<20} {c.state.value:<12} {c.duration_s:6.2f}s {c.error}",
+                  file=sys.stderr)
+    return 0
+
+
+# --------------------------------------------------------------------------- explain
+
+
+def cmd_explain(args: argparse.Namespace) -> int:
+    from gpu_triage.engine.explain import explain, render_explanation
+    from gpu_triage.engine.inputs import EvalInput
+    from gpu_triage.engine.loader import RulebookError
+    from gpu_triage.snapshot import SnapshotError
+
+    try:
+        book = _load_book(args)
+        snap = _load_snapshot(args.snapshot)
+    except (RulebookError, SnapshotError) as exc:
+        _err(str(exc))
+        return ExitCode.UNKNOWN
+    try:
+        x = explain(EvalInput.from_snapshot(snap), book, args.rule)
+    except KeyError as exc:
+        _err(str(exc.args[0]))
+        return ExitCode.USAGE
+    print(render_explanation(x))
+    return 0
+
+
+# --------------------------------------------------------------------------- rules
+
+
+def _rule_paths(paths: list[Path]) -> tuple[list[Path], bool]:
+    """No paths: the packaged rulebook. Paths: those, with the packaged rulebook only
+    when one of them is it."""
+    return (paths, False) if paths else ([], True)
+
+
+def cmd_rules(args: argparse.Namespace, ap: argparse.ArgumentParser) -> int:
+    sub = args.rules_command
+    if sub == "lint":
+        from gpu_triage.engine.lint import lint
+
+        paths, builtin = _rule_paths(args.paths)
+        diags = lint(paths, include_builtin=builtin)
+        for d in diags:
+            print(d)
+        errors = sum(d.level == "error" for d in diags)
+        print(f"{errors} error(s), {len(diags) - errors} warning(s)", file=sys.stderr)
+        return 1 if errors else 0
+    if sub == "test":
+        return _rules_test(args)
+    if sub == "list":
+        book = _load_book(args)
+        for r in book.rules:
+            subject = ",".join(r.iter_kinds) or "node"
+            print(f"{r.id:<40} {r.severity.value:<8} {r.rule.stage.value:<9} {subject:<10} "
+                  f"{r.rulebook}")
+        return 0
+    if sub == "docs":
+        from gpu_triage.engine.docs import rules_markdown
+
+        _emit(rules_markdown(_load_book(args)), args.out)
+        return 0
+    if sub == "schema":
+        from gpu_triage.engine.schema import rule_schema_text
+
+        _emit(rule_schema_text(), args.out)
+        return 0
+    ap.parse_args(["rules", "--help"])
+    return ExitCode.USAGE
+
+
+def _rules_test(args: argparse.Namespace) -> int:
+    from gpu_triage.engine.compiler import load_rulebook
+    from gpu_triage.engine.evaluate import Backend, BackendFailure, ReferenceBackend
+    from gpu_triage.engine.loader import RulebookError
+    from gpu_triage.engine.ruletest import run_rule_tests
+
+    paths, builtin = _rule_paths(args.paths)
+    try:
+        book = load_rulebook(paths, include_builtin=builtin, allow_untrusted=True)
+    except RulebookError as exc:
+        _err(f"the rulebook could not be loaded:\n{exc}")
+        return 1
+    backends: list[Backend] = []
+    if args.engine in ("both", "reference"):
+        backends.append(ReferenceBackend())
+    if args.engine in ("both", "durable"):
+        from gpu_triage.engine.durable_backend import shared_backend
+
+        try:
+            backends.append(shared_backend(book))
+        except BackendFailure as exc:
+            if args.engine == "durable":
+                _err(f"durable_rules backend unavailable: {exc}")
+                return 1
+            _err(f"note: durable_rules backend unavailable ({exc}); testing the reference only")
+    results = run_rule_tests(book, backends, set(args.rule) or None)
+    failed = [r for r in results if not r.passed]
+    for r in failed:
+        print(f"FAIL {r.rule_id}: {r.name} ({r.file})")
+        for p in r.problems:
+            print(f"     {p}")
+    engines = "+".join(b.name for b in backends)
+    print(f"{len(results) - len(failed)} passed, {len(failed)} failed")
+    print(f"({len(book.rules)} rules, engines: {engines})", file=sys.stderr)
+    return 1 if failed else 0
+
+
+def cmd_facts(args: argparse.Namespace) -> int:
+    if args.facts_command == "docs":
+        from gpu_triage.catalog import catalog_markdown
+
+        _emit(catalog_markdown() + "\n", args.out)
+        return 0
+    print(json.dumps({"hint": "gpu-triage facts docs"}))
+    return ExitCode.USAGE

@@ -45,6 +45,17 @@ def fact(unit: str, meaning: str, default: Any = None) -> Any:
     return Field(default=default, description=meaning, json_schema_extra={"unit": unit})
 
 
+# Computed fields and the fields they are computed from: a computed value that is
+# missing inherits the reason of the input that is missing.
+DERIVED_FROM: dict[str, tuple[str, ...]] = {
+    "mem_available_pct": ("mem_available_mib", "mem_total_mib"),
+    "memory_used_pct": ("memory_used_mib", "memory_total_mib"),
+    "power_draw_pct": ("power_draw_w", "power_limit_w"),
+    "rank_imbalance_pct": ("rank_step_times_ms",),
+    "latency_tail_ratio": ("latency_p99_ms", "latency_p50_ms"),
+}
+
+
 class FactModel(BaseModel):
     """Base of every fact kind: forbids unknown keys, records unavailable values."""
 
@@ -57,6 +68,15 @@ class FactModel(BaseModel):
 
     def mark_unavailable(self, field: str, reason: UnavailableReason, detail: str = "") -> None:
         self.unavailable[field] = Unavailable(reason=reason, detail=detail)
+
+    def why_unavailable(self, field: str) -> Unavailable | None:
+        """The recorded reason a field (or an input of a computed field) is missing."""
+        if field in self.unavailable:
+            return self.unavailable[field]
+        for source in DERIVED_FROM.get(field, ()):
+            if source in self.unavailable:
+                return self.unavailable[source]
+        return None
 
 
 # --------------------------------------------------------------------------- host
@@ -157,6 +177,9 @@ class RecoveryAction(StrEnum):
     NODE_REBOOT = "node_reboot"
     DRAIN_P2P = "drain_p2p"
     DRAIN_AND_RESET = "drain_and_reset"
+    RECOVER_IMEX_DOMAIN = "recover_imex_domain"
+    BUS_RESET = "bus_reset"
+    SYSTEM_REBOOT = "system_reboot"
 
 
 class GpuFacts(FactModel):
@@ -244,6 +267,9 @@ class GpuFacts(FactModel):
     )
     process_count: int | None = fact("processes", "compute processes on the GPU")
     lost: bool | None = fact("", "NVML reported the GPU lost (fallen off the bus) while collecting")
+    query_errors: int | None = fact(
+        "values", "values the driver answered with an error (Unknown Error, ERR!) in this output"
+    )
 
     @computed_field(  # type: ignore[prop-decorator]
         description="device memory in use as a share of installed memory",
@@ -378,6 +404,7 @@ class XidEvent(KernelEvent):
     pid: int | None = fact("", "process id named in the line")
     process_name: str | None = fact("", "process name named in the line")
     channel: str | None = fact("", "channel id, as printed")
+    gpu_instance: int | None = fact("", "MIG GPU instance id when the line names one (GPU-I:N)")
     message: str | None = fact("", "text after the code and the pid/name/channel fields")
 
 
@@ -414,6 +441,7 @@ class OomKillEvent(KernelEvent):
     anon_rss_kib: int | None = fact("KiB", "anonymous resident memory of the killed process")
     constraint: str | None = fact("", "CONSTRAINT_NONE, CONSTRAINT_MEMCG, ...")
     cgroup: str | None = fact("", "memory cgroup that hit its limit")
+    task_cgroup: str | None = fact("", "memory cgroup of the killed task (task_memcg)")
 
 
 class NvlinkErrorEvent(KernelEvent):

@@ -1,0 +1,46 @@
+"""Parser names a runbook step may declare, and what each turns output into.
+
+Each entry maps a name to ``"module:function"``; the function takes the command's
+output text and returns a partial :class:`~gpu_triage.facts.Facts`. Modules are
+imported only when a parser is used, so linting a rulebook stays cheap.
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+from typing import Protocol
+
+from gpu_triage.facts import Facts
+
+PARSERS: dict[str, str] = {
+    "nvidia-smi": "gpu_triage.collectors.parsers.adapters:nvidia_smi_table",
+    "nvidia-smi-q": "gpu_triage.collectors.parsers.adapters:nvidia_smi_q",
+    "nvidia-smi-query-gpu": "gpu_triage.collectors.parsers.adapters:nvidia_smi_query_gpu",
+    "nvidia-smi-compute-apps": "gpu_triage.collectors.parsers.adapters:nvidia_smi_compute_apps",
+    "nvidia-smi-nvlink": "gpu_triage.collectors.parsers.adapters:nvidia_smi_nvlink",
+    "nvidia-smi-topo": "gpu_triage.collectors.parsers.adapters:nvidia_smi_topo",
+    "lspci": "gpu_triage.collectors.parsers.adapters:lspci",
+    "kernel-log": "gpu_triage.collectors.parsers.adapters:kernel_log",
+    "mpstat": "gpu_triage.collectors.parsers.adapters:mpstat",
+    "iostat": "gpu_triage.collectors.parsers.adapters:iostat",
+    "meminfo": "gpu_triage.collectors.parsers.adapters:meminfo",
+    "ibstat": "gpu_triage.collectors.parsers.adapters:ibstat",
+    "iperf3": "gpu_triage.collectors.parsers.adapters:iperf3",
+    "fio": "gpu_triage.collectors.parsers.adapters:fio",
+    "kubectl-describe-pod": "gpu_triage.collectors.parsers.adapters:kubectl_describe_pod",
+    "kubectl-describe-node": "gpu_triage.collectors.parsers.adapters:kubectl_describe_node",
+}
+
+
+class TextParser(Protocol):
+    def __call__(self, text: str, source: str = "<text>") -> Facts: ...
+
+
+def get_parser(name: str) -> TextParser:
+    try:
+        target = PARSERS[name]
+    except KeyError:
+        raise KeyError(f"unknown parser '{name}' (known: {', '.join(sorted(PARSERS))})") from None
+    module, _, func = target.partition(":")
+    parser: TextParser = getattr(import_module(module), func)
+    return parser

@@ -1,0 +1,61 @@
+"""`gpu-triage rules lint`: every problem of a rulebook as FILE:LINE:COL: level: message."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from gpu_triage.engine.compiler import compile_rulebook
+from gpu_triage.engine.loader import Diagnostic, load_paths
+
+_REFERENCE = re.compile(r"^((guide|fleet|xid)/[A-Za-z0-9_-]+|https?://\S+)$")
+
+
+def known_parsers() -> set[str]:
+    from gpu_triage.collectors.parsers.registry import PARSERS
+
+    return set(PARSERS)
+
+
+def lint(paths: list[Path], *, include_builtin: bool = False,
+         allow_untrusted: bool = True) -> list[Diagnostic]:
+    raw = load_paths(paths, include_builtin=include_builtin, allow_untrusted=allow_untrusted)
+    book, diags = compile_rulebook(raw)
+    out = list(raw.diagnostics) + diags
+    parsers = known_parsers()
+    compiled = {r.id for r in book.rules}
+    for lr in raw.rules:
+        rule, loc = lr.rule, lr.loc
+        if rule.id not in compiled and rule.id not in book.disabled:
+            continue  # already reported
+        if not rule.tests:
+            line, col = loc.where(("id",))
+            out.append(Diagnostic(loc.file, line, col, f"rule '{rule.id}' has no tests"))
+        else:
+            fires = [t for t in rule.tests if t.expect.fires or t.expect.status == "fired"]
+            quiet = [t for t in rule.tests
+                     if t.expect.fires is False or t.expect.status == "not_fired"]
+            if not fires or not quiet:
+                line, col = loc.where(("tests",))
+                missing = "a firing" if not fires else "a non-firing"
+                out.append(Diagnostic(loc.file, line, col,
+                                      f"rule '{rule.id}' has no {missing} test case"))
+        for i, ref in enumerate(rule.references):
+            if not _REFERENCE.match(ref):
+                line, col = loc.where(("references", i))
+                out.append(Diagnostic(loc.file, line, col,
+                                      f"reference '{ref}' is neither a knowledge-map ID "
+                                      "(guide/.., fleet/.., xid/..) nor a URL"))
+        for i, step in enumerate(rule.runbook):
+            if step.parser and step.parser not in parsers:
+                line, col = loc.where(("runbook", i, "parser"))
+                out.append(Diagnostic(loc.file, line, col,
+                                      f"unknown parser '{step.parser}' "
+                                      f"(known: {', '.join(sorted(parsers))})"))
+            if step.command and (step.changes_system is False and step.command[0] in
+                                 ("reboot", "shutdown", "rmmod", "modprobe")):
+                line, col = loc.where(("runbook", i, "command"))
+                out.append(Diagnostic(loc.file, line, col,
+                                      f"'{step.command[0]}' changes the system: "
+                                      "set changes_system: true", "error"))
+    return sorted(set(out))
