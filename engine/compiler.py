@@ -77,8 +77,19 @@ class Rulebook:
         """A hash of the compiled rules: two equal rulebooks evaluate identically."""
         h = hashlib.sha256()
         for r in self.rules:
-            h.update(json.dumps([r.id, r.rule.version, r.severity.value, E.render(r.expr),
-                                 r.iter_kinds, r.stratum], default=str).encode())
+            h.update(
+                json.dumps(
+                    [
+                        r.id,
+                        r.rule.version,
+                        r.severity.value,
+                        E.render(r.expr),
+                        r.iter_kinds,
+                        r.stratum,
+                    ],
+                    default=str,
+                ).encode()
+            )
         return h.hexdigest()[:16]
 
     def by_id(self, rule_id: str) -> CompiledRule | None:
@@ -96,11 +107,11 @@ class CompileError(Exception):
         super().__init__(message)
 
 
-def load_rulebook(paths: list[Path] | None = None, *, include_builtin: bool = True,
-                  allow_untrusted: bool = False) -> Rulebook:
+def load_rulebook(
+    paths: list[Path] | None = None, *, include_builtin: bool = True, allow_untrusted: bool = False
+) -> Rulebook:
     """Load and compile; raises RulebookError with every problem located."""
-    raw = load_paths(paths or [], include_builtin=include_builtin,
-                     allow_untrusted=allow_untrusted)
+    raw = load_paths(paths or [], include_builtin=include_builtin, allow_untrusted=allow_untrusted)
     book, diags = compile_rulebook(raw)
     errors = raw.diagnostics + [d for d in diags if d.level == "error"]
     if errors:
@@ -116,9 +127,15 @@ def compile_rulebook(raw: RawRulebook) -> tuple[Rulebook, list[Diagnostic]]:
         if lr.rule.id in seen:
             first = seen[lr.rule.id]
             line, col = lr.loc.where(("id",))
-            diags.append(Diagnostic(lr.loc.file, line, col,
-                                    f"duplicate rule id '{lr.rule.id}' "
-                                    f"(first defined at {first.loc.file}:{first.loc.line})"))
+            diags.append(
+                Diagnostic(
+                    lr.loc.file,
+                    line,
+                    col,
+                    f"duplicate rule id '{lr.rule.id}' "
+                    f"(first defined at {first.loc.file}:{first.loc.line})",
+                )
+            )
             continue
         seen[lr.rule.id] = lr
         loaded.append(lr)
@@ -135,30 +152,43 @@ def compile_rulebook(raw: RawRulebook) -> tuple[Rulebook, list[Diagnostic]]:
             target = seen.get(rid)
             line, col = lo.loc.where(("params", key))
             if target is None or pname not in target.rule.params:
-                diags.append(Diagnostic(lo.loc.file, line, col,
-                                        f"overlay '{ov.overlay}': unknown rule parameter '{key}'"))
+                diags.append(
+                    Diagnostic(
+                        lo.loc.file,
+                        line,
+                        col,
+                        f"overlay '{ov.overlay}': unknown rule parameter '{key}'",
+                    )
+                )
                 continue
             try:
                 check_param_bounds(target.rule.params[pname], value)
             except ValueError as exc:
-                diags.append(Diagnostic(lo.loc.file, line, col,
-                                        f"overlay '{ov.overlay}': {key}: {exc}"))
+                diags.append(
+                    Diagnostic(lo.loc.file, line, col, f"overlay '{ov.overlay}': {key}: {exc}")
+                )
                 continue
             param_over.setdefault(rid, {})[pname] = value
             over_names.setdefault(rid, []).append(ov.overlay)
         for rid, sev in ov.severity.items():
             if rid not in seen:
                 line, col = lo.loc.where(("severity", rid))
-                diags.append(Diagnostic(lo.loc.file, line, col,
-                                        f"overlay '{ov.overlay}': unknown rule '{rid}'"))
+                diags.append(
+                    Diagnostic(
+                        lo.loc.file, line, col, f"overlay '{ov.overlay}': unknown rule '{rid}'"
+                    )
+                )
                 continue
             sev_over[rid] = sev
             over_names.setdefault(rid, []).append(ov.overlay)
         for i, d in enumerate(ov.disable):
             if d.rule not in seen:
                 line, col = lo.loc.where(("disable", i))
-                diags.append(Diagnostic(lo.loc.file, line, col,
-                                        f"overlay '{ov.overlay}': unknown rule '{d.rule}'"))
+                diags.append(
+                    Diagnostic(
+                        lo.loc.file, line, col, f"overlay '{ov.overlay}': unknown rule '{d.rule}'"
+                    )
+                )
                 continue
             disabled[d.rule] = f"{d.reason} (overlay '{ov.overlay}')"
 
@@ -167,8 +197,14 @@ def compile_rulebook(raw: RawRulebook) -> tuple[Rulebook, list[Diagnostic]]:
         for q in lr.rule.questions:
             if q.id in questions and questions[q.id] != q:
                 line, col = lr.loc.where(("questions",))
-                diags.append(Diagnostic(lr.loc.file, line, col,
-                                        f"question '{q.id}' is declared differently elsewhere"))
+                diags.append(
+                    Diagnostic(
+                        lr.loc.file,
+                        line,
+                        col,
+                        f"question '{q.id}' is declared differently elsewhere",
+                    )
+                )
             questions.setdefault(q.id, q)
     conclusions: dict[str, list[str]] = {}
     for lr in loaded:
@@ -197,8 +233,14 @@ def compile_rulebook(raw: RawRulebook) -> tuple[Rulebook, list[Diagnostic]]:
 
     _stratify(compiled, conclusions, diags)
     compiled.sort(key=lambda r: r.order)
-    book = Rulebook(compiled, questions, conclusions, disabled, raw.sources,
-                    [d for d in diags if d.level != "error"])
+    book = Rulebook(
+        compiled,
+        questions,
+        conclusions,
+        disabled,
+        raw.sources,
+        [d for d in diags if d.level != "error"],
+    )
     return book, diags
 
 
@@ -219,8 +261,9 @@ def _expr_diag(lr: LoadedRule, loc: tuple[Any, ...], message: str, col: int) -> 
         offset = col - 1
         for i, part in enumerate(stripped.split("\n")):
             if offset <= len(part):
-                return Diagnostic(lr.loc.file, line + i + (1 if base_col else 0), offset + 1,
-                                  message)
+                return Diagnostic(
+                    lr.loc.file, line + i + (1 if base_col else 0), offset + 1, message
+                )
             offset -= len(part) + 1
     return Diagnostic(lr.loc.file, line, base_col + col - 1, message)
 
@@ -230,8 +273,9 @@ def _expr_diag(lr: LoadedRule, loc: tuple[Any, ...], message: str, col: int) -> 
 _TEMPLATE_FIELD = re.compile(r"^[a-z_]+\.[a-z0-9_]+$")
 
 
-def compile_rule(lr: LoadedRule, params: dict[str, Any], questions: dict[str, Question],
-                 conclusions: set[str]) -> CompiledRule:
+def compile_rule(
+    lr: LoadedRule, params: dict[str, Any], questions: dict[str, Question], conclusions: set[str]
+) -> CompiledRule:
     rule = lr.rule
     try:
         tree = E.parse_expr(rule.when)
@@ -244,8 +288,7 @@ def compile_rule(lr: LoadedRule, params: dict[str, Any], questions: dict[str, Qu
         raise CompileError(f"a condition must be true or false, this is a {typ}", 1)
 
     outer = [r for r in E.refs(tree) if r.kind not in SPECIAL_KINDS]
-    iter_kinds = sorted({r.kind for r in outer if not kinds()[r.kind].singleton},
-                        key=_kind_order)
+    iter_kinds = sorted({r.kind for r in outer if not kinds()[r.kind].singleton}, key=_kind_order)
     join_gpu = False
     if "gpu" in iter_kinds and len(iter_kinds) > 1:
         others = [k for k in iter_kinds if k != "gpu"]
@@ -254,7 +297,9 @@ def compile_rule(lr: LoadedRule, params: dict[str, Any], questions: dict[str, Qu
     if len(iter_kinds) > MAX_BINDING_KINDS:
         raise CompileError(
             f"a rule may bind at most {MAX_BINDING_KINDS} kinds of item at once, "
-            f"this one binds {', '.join(iter_kinds)}", 1)
+            f"this one binds {', '.join(iter_kinds)}",
+            1,
+        )
     used = {r.kind for r in E.refs(tree, include_local=True) if r.kind not in SPECIAL_KINDS}
     used |= {a.kind for a in E.aggregates(tree)}
     concl_deps = frozenset(r.name for r in E.refs(tree) if r.kind == "concl")
@@ -266,7 +311,8 @@ def compile_rule(lr: LoadedRule, params: dict[str, Any], questions: dict[str, Qu
             raise _FieldCompileError(("evidence", i), f"unknown fact '{path}'")
         if kind not in SPECIAL_KINDS and not kinds()[kind].singleton and kind not in iter_kinds:
             raise _FieldCompileError(
-                ("evidence", i), f"evidence '{path}' names a {kind} the rule does not bind")
+                ("evidence", i), f"evidence '{path}' names a {kind} the rule does not bind"
+            )
         evidence.append(E.Ref(kind, name))
     for key in ("symptom", "cause", "fix", "title"):
         for fname in _template_fields(getattr(rule, key)):
@@ -281,17 +327,21 @@ def compile_rule(lr: LoadedRule, params: dict[str, Any], questions: dict[str, Qu
                 if checker.type_of(c, None) != "boolean":
                     raise E.ExprError("confirms_when must be true or false")
             except E.ExprError as exc:
-                raise _FieldCompileError(("runbook", i, "confirms_when"), exc.message,
-                                         exc.col) from None
+                raise _FieldCompileError(
+                    ("runbook", i, "confirms_when"), exc.message, exc.col
+                ) from None
             except CompileError as exc:
-                raise _FieldCompileError(("runbook", i, "confirms_when"), exc.message,
-                                         exc.col) from None
+                raise _FieldCompileError(
+                    ("runbook", i, "confirms_when"), exc.message, exc.col
+                ) from None
             confirms[i] = c
     for i, q in enumerate(rule.questions):
         if f"answer.{q.id}" not in rule.when and not any(
-                s.confirms_when and f"answer.{q.id}" in s.confirms_when for s in rule.runbook):
-            raise _FieldCompileError(("questions", i),
-                                     f"question '{q.id}' is declared but answer.{q.id} is unused")
+            s.confirms_when and f"answer.{q.id}" in s.confirms_when for s in rule.runbook
+        ):
+            raise _FieldCompileError(
+                ("questions", i), f"question '{q.id}' is declared but answer.{q.id} is unused"
+            )
     for i, t in enumerate(rule.tests):
         unknown = [k for k in t.params if k not in params]
         if unknown:
@@ -301,10 +351,20 @@ def compile_rule(lr: LoadedRule, params: dict[str, Any], questions: dict[str, Qu
             raise _FieldCompileError(("tests", i, "unavailable"), f"unknown fact kind '{bad[0]}'")
 
     return CompiledRule(
-        rule=rule, rulebook=lr.rulebook, file=lr.loc.file, line=lr.loc.line, order=lr.order,
-        severity=rule.severity, params=params, expr=tree, iter_kinds=tuple(iter_kinds),
-        join_gpu=join_gpu, used_kinds=frozenset(used), concl_deps=concl_deps,
-        evidence=tuple(evidence), confirms=confirms,
+        rule=rule,
+        rulebook=lr.rulebook,
+        file=lr.loc.file,
+        line=lr.loc.line,
+        order=lr.order,
+        severity=rule.severity,
+        params=params,
+        expr=tree,
+        iter_kinds=tuple(iter_kinds),
+        join_gpu=join_gpu,
+        used_kinds=frozenset(used),
+        concl_deps=concl_deps,
+        evidence=tuple(evidence),
+        confirms=confirms,
     )
 
 
@@ -322,8 +382,9 @@ def _kind_order(kind: str) -> int:
 class _Checker:
     """Folds params into constants and type-checks against the fact catalogue."""
 
-    def __init__(self, params: dict[str, Any], questions: dict[str, Question],
-                 conclusions: set[str]) -> None:
+    def __init__(
+        self, params: dict[str, Any], questions: dict[str, Question], conclusions: set[str]
+    ) -> None:
         self.params, self.questions, self.conclusions = params, questions, conclusions
 
     def fold(self, e: E.Expr) -> E.Expr:
@@ -352,8 +413,11 @@ class _Checker:
             q = self.questions.get(name)
             if q is None:
                 return None
-            return {QuestionType.YES_NO: "boolean", QuestionType.NUMBER: "number",
-                    QuestionType.CHOICE: "string"}[q.type]
+            return {
+                QuestionType.YES_NO: "boolean",
+                QuestionType.NUMBER: "number",
+                QuestionType.CHOICE: "string",
+            }[q.type]
         if kind == "concl":
             return "boolean" if name in self.conclusions else None
         k = kinds().get(kind)
@@ -363,14 +427,17 @@ class _Checker:
 
     def _ref_type(self, r: E.Ref) -> str:
         if r.kind == "answer" and r.name not in self.questions:
-            raise CompileError(f"unknown question 'answer.{r.name}' (declare it in questions:)",
-                               r.col)
+            raise CompileError(
+                f"unknown question 'answer.{r.name}' (declare it in questions:)", r.col
+            )
         if r.kind == "concl" and r.name not in self.conclusions:
             raise CompileError(f"no rule concludes 'concl.{r.name}'", r.col)
         if r.kind not in kinds() and r.kind not in SPECIAL_KINDS:
             raise CompileError(
                 f"unknown fact kind '{r.kind}' (known: {', '.join(kinds())}, answer, concl, "
-                "params)", r.col)
+                "params)",
+                r.col,
+            )
         t = self.field_type(r.kind, r.name)
         if t is None:
             suggestion = _suggest(r.name, list(kinds()[r.kind].fields)) if r.kind in kinds() else ""
@@ -422,12 +489,14 @@ class _Checker:
             assert isinstance(e.right, E.ListLit)
             for item in e.right.items:
                 if not _compatible(_const_type(item.value), lt):
-                    raise CompileError(f"'{E.render(item)}' is not a {lt} like "
-                                       f"{E.render(e.left)}", item.col)
+                    raise CompileError(
+                        f"'{E.render(item)}' is not a {lt} like {E.render(e.left)}", item.col
+                    )
                 self._check_choice(e.left, item)
             return
-        if e.op in ("<", "<=", ">", ">=") and not (_compatible(lt, "number")
-                                                   and _compatible(rt, "number")):
+        if e.op in ("<", "<=", ">", ">=") and not (
+            _compatible(lt, "number") and _compatible(rt, "number")
+        ):
             raise CompileError(f"'{e.op}' compares numbers, got {lt} and {rt}", e.col)
         if not (_compatible(lt, rt) or _compatible(rt, lt)):
             raise CompileError(f"cannot compare a {lt} with a {rt} ({E.render(e)})", e.col)
@@ -460,10 +529,10 @@ class _Checker:
             if ft is None:
                 raise CompileError(f"unknown fact '{e.kind}.{e.field}'", e.col)
             if e.func in ("max", "min", "sum") and not _compatible(ft, "number"):
-                raise CompileError(f"{e.func}() needs a numeric field, '{e.field}' is {ft}",
-                                   e.col)
+                raise CompileError(f"{e.func}() needs a numeric field, '{e.field}' is {ft}", e.col)
         return {"count": "integer", "distinct": "integer", "exists": "boolean"}.get(
-            e.func, "number")
+            e.func, "number"
+        )
 
 
 def _const_type(v: object) -> str:
@@ -489,11 +558,13 @@ def _suggest(name: str, known: list[str]) -> str:
     return f" (did you mean '{close[0]}'?)" if close else ""
 
 
-def _stratify(rules: list[CompiledRule], conclusions: dict[str, list[str]],
-              diags: list[Diagnostic]) -> None:
+def _stratify(
+    rules: list[CompiledRule], conclusions: dict[str, list[str]], diags: list[Diagnostic]
+) -> None:
     by_id = {r.id: r for r in rules}
-    deps = {r.id: {p for c in r.concl_deps for p in conclusions.get(c, []) if p in by_id}
-            for r in rules}
+    deps = {
+        r.id: {p for c in r.concl_deps for p in conclusions.get(c, []) if p in by_id} for r in rules
+    }
     level: dict[str, int] = {}
     visiting: set[str] = set()
 
@@ -501,7 +572,7 @@ def _stratify(rules: list[CompiledRule], conclusions: dict[str, list[str]],
         if rid in level:
             return level[rid]
         if rid in visiting:
-            cycle = " -> ".join([*chain[chain.index(rid):], rid])
+            cycle = " -> ".join([*chain[chain.index(rid) :], rid])
             raise CompileError(f"conclusions form a cycle: {cycle}")
         visiting.add(rid)
         d = 1 + max((depth(p, [*chain, rid]) for p in deps[rid]), default=-1)

@@ -24,6 +24,7 @@ crash there raises :class:`BackendFailure` here and the caller falls back.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import select
@@ -40,8 +41,16 @@ from gpu_triage.engine.reference import Conclusions, Evaluator
 
 ALWAYS = {"$ex": {"t": 1}}
 NEVER = {"$nex": {"t": 1}}
-_NEG = {"==": "!=", "!=": "==", "<": ">=", "<=": ">", ">": "<=", ">=": "<",
-        "in": "not in", "not in": "in"}
+_NEG = {
+    "==": "!=",
+    "!=": "==",
+    "<": ">=",
+    "<=": ">",
+    ">": "<=",
+    ">=": "<",
+    "in": "not in",
+    "not in": "in",
+}
 _MIRROR = {"==": "==", "!=": "!=", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
 _OPS = {"!=": "$neq", "<": "$lt", "<=": "$lte", ">": "$gt", ">=": "$gte"}
 WORKER_TIMEOUT_S = 30.0
@@ -120,8 +129,10 @@ class RuleProgram:
         def pattern(cond: dict[str, Any]) -> dict[str, Any]:
             return {"all": [{"m": {"$and": [{"t": "row"}, {"r": self.index}, cond]}}]}
 
-        return {f"r{self.index}": {**pattern(self.strict), "run": f"r{self.index}"},
-                f"r{self.index}?": {**pattern(self.possible), "run": f"r{self.index}?"}}
+        return {
+            f"r{self.index}": {**pattern(self.strict), "run": f"r{self.index}"},
+            f"r{self.index}?": {**pattern(self.possible), "run": f"r{self.index}?"},
+        }
 
     def row(self, inp: EvalInput, binding: Binding, b: int, concl: Conclusions) -> dict[str, Any]:
         ev = Evaluator(inp, binding, concl)
@@ -150,8 +161,7 @@ class DurableBackend:
     def __init__(self, book: Rulebook, worker_argv: list[str] | None = None) -> None:
         self.ruleset, self.programs = compile_ruleset(book)
         self._by_index = {p.index: p for p in self.programs.values()}
-        self.worker_argv = worker_argv or [sys.executable, "-m",
-                                           "gpu_triage.engine.durable_worker"]
+        self.worker_argv = worker_argv or [sys.executable, "-m", "gpu_triage.engine.durable_worker"]
         self._proc: subprocess.Popen[str] | None = None
         self._lock = threading.Lock()
 
@@ -159,8 +169,13 @@ class DurableBackend:
     def _start(self) -> None:
         env = {k: v for k, v in os.environ.items() if k in ("PATH", "PYTHONPATH", "HOME")}
         self._proc = subprocess.Popen(
-            self.worker_argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL, text=True, env=env, bufsize=1,
+            self.worker_argv,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+            env=env,
+            bufsize=1,
         )
         reply = self._request({"op": "load", "ruleset": self.ruleset})
         if not reply.get("ok"):
@@ -212,14 +227,17 @@ class DurableBackend:
                 pass
             for stream in (proc.stdin, proc.stdout):
                 if stream is not None:
-                    try:
+                    with contextlib.suppress(OSError):
                         stream.close()
-                    except OSError:
-                        pass
 
     # ------------------------------------------------------------------ evaluate
-    def run_stratum(self, inp: EvalInput, rules: list[CompiledRule],
-                    binds: dict[str, list[Binding]], concl: Conclusions) -> Verdicts:
+    def run_stratum(
+        self,
+        inp: EvalInput,
+        rules: list[CompiledRule],
+        binds: dict[str, list[Binding]],
+        concl: Conclusions,
+    ) -> Verdicts:
         rows = []
         for rule in rules:
             prog = self.programs[rule.id]

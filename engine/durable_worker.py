@@ -28,8 +28,9 @@ def serve(stdin: Any = None, stdout: Any = None) -> int:
     try:
         from durable import engine
     except ImportError as exc:  # not installed (e.g. Python 3.13): say so and stop
-        stdout.write(json.dumps({"ok": False, "error": f"durable_rules not importable: {exc}"})
-                     + "\n")
+        stdout.write(
+            json.dumps({"ok": False, "error": f"durable_rules not importable: {exc}"}) + "\n"
+        )
         stdout.flush()
         return 1
 

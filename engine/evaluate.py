@@ -23,8 +23,8 @@ from gpu_triage.engine.findings import (
     Finding,
     FindingsDocument,
     MissingFact,
-    RuledOut,
     RulebookInfo,
+    RuledOut,
     Status,
     Summary,
 )
@@ -39,8 +39,13 @@ Verdicts = dict[tuple[str, int], bool | None]
 class Backend(Protocol):
     name: str
 
-    def run_stratum(self, inp: EvalInput, rules: list[CompiledRule],
-                    binds: dict[str, list[Binding]], concl: Conclusions) -> Verdicts: ...
+    def run_stratum(
+        self,
+        inp: EvalInput,
+        rules: list[CompiledRule],
+        binds: dict[str, list[Binding]],
+        concl: Conclusions,
+    ) -> Verdicts: ...
 
 
 class BackendFailure(Exception):
@@ -50,8 +55,13 @@ class BackendFailure(Exception):
 class ReferenceBackend:
     name = "reference"
 
-    def run_stratum(self, inp: EvalInput, rules: list[CompiledRule],
-                    binds: dict[str, list[Binding]], concl: Conclusions) -> Verdicts:
+    def run_stratum(
+        self,
+        inp: EvalInput,
+        rules: list[CompiledRule],
+        binds: dict[str, list[Binding]],
+        concl: Conclusions,
+    ) -> Verdicts:
         out: Verdicts = {}
         for rule in rules:
             for i, b in enumerate(binds[rule.id]):
@@ -83,8 +93,9 @@ def decide(inp: EvalInput, book: Rulebook, backend: Backend) -> tuple[list[Decis
                 if rule.rule.concludes:
                     gpu = b.get("gpu")
                     bus = gpu.__dict__.get("pci_bus_id") if gpu is not None else None
-                    concl.record(rule.rule.concludes, bus if "gpu" in rule.iter_kinds else None,
-                                 verdict)
+                    concl.record(
+                        rule.rule.concludes, bus if "gpu" in rule.iter_kinds else None, verdict
+                    )
                 if verdict is False:
                     continue
                 status = Status.FIRED
@@ -94,9 +105,14 @@ def decide(inp: EvalInput, book: Rulebook, backend: Backend) -> tuple[list[Decis
     return decisions, concl
 
 
-def evaluate(inp: EvalInput | Snapshot, book: Rulebook, *, engine: str = "auto",
-             backend_factory: Callable[[Rulebook], Backend] | None = None,
-             source: str = "") -> FindingsDocument:
+def evaluate(
+    inp: EvalInput | Snapshot,
+    book: Rulebook,
+    *,
+    engine: str = "auto",
+    backend_factory: Callable[[Rulebook], Backend] | None = None,
+    source: str = "",
+) -> FindingsDocument:
     """Evaluate facts against a rulebook. ``engine``: auto, durable or reference.
 
     A failure of the durable backend never loses the evaluation: the reference
@@ -126,8 +142,9 @@ def evaluate(inp: EvalInput | Snapshot, book: Rulebook, *, engine: str = "auto",
         decisions, concl = decide(inp, book, backend)
     elapsed = (time.perf_counter() - start) * 1000
     doc = build_document(inp, book, decisions, concl)
-    doc.engine = EngineInfo(name=backend.name, requested=engine, fallback_reason=fallback,
-                            duration_ms=round(elapsed, 3))
+    doc.engine = EngineInfo(
+        name=backend.name, requested=engine, fallback_reason=fallback, duration_ms=round(elapsed, 3)
+    )
     doc.collectors = list(collectors)
     doc.snapshot_source = source
     return doc
@@ -136,8 +153,9 @@ def evaluate(inp: EvalInput | Snapshot, book: Rulebook, *, engine: str = "auto",
 # --------------------------------------------------------------------------- findings
 
 
-def build_document(inp: EvalInput, book: Rulebook, decisions: list[Decision],
-                   concl: Conclusions) -> FindingsDocument:
+def build_document(
+    inp: EvalInput, book: Rulebook, decisions: list[Decision], concl: Conclusions
+) -> FindingsDocument:
     fired: list[Finding] = []
     unknown: list[Finding] = []
     confirm: list[Finding] = []
@@ -166,15 +184,25 @@ def build_document(inp: EvalInput, book: Rulebook, decisions: list[Decision],
         critical=sum(f.severity == "critical" for f in fired),
         warning=sum(f.severity == "warning" for f in fired),
         info=sum(f.severity == "info" for f in fired),
-        cannot_evaluate=len(unknown), needs_confirmation=len(confirm),
-        rules_evaluated=len(book.rules), rules_fired=len(fired_ids),
+        cannot_evaluate=len(unknown),
+        needs_confirmation=len(confirm),
+        rules_evaluated=len(book.rules),
+        rules_fired=len(fired_ids),
     )
     return FindingsDocument(
-        hostname=inp.hostname, snapshot_taken_at=inp.taken_at,
+        hostname=inp.hostname,
+        snapshot_taken_at=inp.taken_at,
         engine=EngineInfo(name="", requested=""),
-        rulebook=RulebookInfo(fingerprint=book.fingerprint, rules=len(book.rules),
-                              sources=book.sources, disabled=book.disabled),
-        summary=summary, findings=fired, cannot_evaluate=unknown, needs_confirmation=confirm,
+        rulebook=RulebookInfo(
+            fingerprint=book.fingerprint,
+            rules=len(book.rules),
+            sources=book.sources,
+            disabled=book.disabled,
+        ),
+        summary=summary,
+        findings=fired,
+        cannot_evaluate=unknown,
+        needs_confirmation=confirm,
         conclusions=dict(concl.node),
     )
 
@@ -191,23 +219,37 @@ def make_finding(inp: EvalInput, d: Decision, concl: Conclusions) -> Finding:
         for m in val.missing:
             if m.path not in seen:
                 seen.add(m.path)
-                missing.append(MissingFact(path=m.path, reason=m.reason.reason.value,
-                                           detail=m.reason.detail))
-        asked = {m.path.removeprefix("answer.") for m in val.missing
-                 if m.path.startswith("answer.")}
+                missing.append(
+                    MissingFact(path=m.path, reason=m.reason.reason.value, detail=m.reason.detail)
+                )
+        asked = {
+            m.path.removeprefix("answer.") for m in val.missing if m.path.startswith("answer.")
+        }
         if asked:
             status = Status.NEEDS_CONFIRMATION
             questions = [q for q in rule.rule.questions if q.id in asked]
     return Finding(
-        rule_id=rule.id, rule_version=rule.rule.version, title=render_text(rule.rule.title, ev),
-        severity=rule.severity, stage=rule.rule.stage, status=status, rulebook=rule.rulebook,
-        rule_file=rule.file, subject=subject_label(d.binding, inp.hostname),
+        rule_id=rule.id,
+        rule_version=rule.rule.version,
+        title=render_text(rule.rule.title, ev),
+        severity=rule.severity,
+        stage=rule.rule.stage,
+        status=status,
+        rulebook=rule.rulebook,
+        rule_file=rule.file,
+        subject=subject_label(d.binding, inp.hostname),
         subject_key=subject_key(d.binding),
-        symptom=render_text(rule.rule.symptom, ev), cause=render_text(rule.rule.cause, ev),
-        fix=render_text(rule.rule.fix, ev), evidence=evidence(rule, ev), missing=missing,
-        questions=questions, runbook=list(rule.rule.runbook),
-        references=list(rule.rule.references), group=rule.rule.group,
-        concludes=rule.rule.concludes, overridden_by=rule.overridden_by,
+        symptom=render_text(rule.rule.symptom, ev),
+        cause=render_text(rule.rule.cause, ev),
+        fix=render_text(rule.rule.fix, ev),
+        evidence=evidence(rule, ev),
+        missing=missing,
+        questions=questions,
+        runbook=list(rule.rule.runbook),
+        references=list(rule.rule.references),
+        group=rule.rule.group,
+        concludes=rule.rule.concludes,
+        overridden_by=rule.overridden_by,
     )
 
 
@@ -259,8 +301,12 @@ IDENTITY = {
 def evidence(rule: CompiledRule, ev: Evaluator) -> list[EvidenceItem]:
     items: list[EvidenceItem] = []
     seen: set[str] = set()
-    identity = [E.Ref(k, f) for k in rule.iter_kinds if ev.binding.get(k) is not None
-                for f in IDENTITY.get(k, ())]
+    identity = [
+        E.Ref(k, f)
+        for k in rule.iter_kinds
+        if ev.binding.get(k) is not None
+        for f in IDENTITY.get(k, ())
+    ]
     refs = identity + [r for r in E.refs(rule.expr) if r.kind != "params"] + list(rule.evidence)
     for r in refs:
         if r.path in seen:
@@ -274,11 +320,16 @@ def evidence(rule: CompiledRule, ev: Evaluator) -> list[EvidenceItem]:
             continue
         seen.add(text)
         v = ev.aggregate(agg)
-        items.append(EvidenceItem(path=text, value=v.value,
-                                  unit="" if agg.func != "sum" else _unit(agg.kind, agg.field),
-                                  meaning=f"{agg.func} over {agg.kind}",
-                                  source=", ".join(kinds()[agg.kind].collectors[:1]),
-                                  unavailable=_why(v)))
+        items.append(
+            EvidenceItem(
+                path=text,
+                value=v.value,
+                unit="" if agg.func != "sum" else _unit(agg.kind, agg.field),
+                meaning=f"{agg.func} over {agg.kind}",
+                source=", ".join(kinds()[agg.kind].collectors[:1]),
+                unavailable=_why(v),
+            )
+        )
     return items
 
 
@@ -294,8 +345,9 @@ def _evidence_item(path: str, v: Val, kind: str, name: str, ev: Evaluator) -> Ev
         source = "answer"
     elif kind == "concl":
         source = "conclusion"
-    return EvidenceItem(path=path, value=v.value, unit=unit, meaning=meaning, source=source,
-                        unavailable=_why(v))
+    return EvidenceItem(
+        path=path, value=v.value, unit=unit, meaning=meaning, source=source, unavailable=_why(v)
+    )
 
 
 def _why(v: Val) -> str | None:
@@ -309,8 +361,9 @@ def _unit(kind: str, name: str | None) -> str:
     return fi.unit if fi else ""
 
 
-def competing_causes(inp: EvalInput, book: Rulebook, f: Finding,
-                     concl: Conclusions) -> list[RuledOut]:
+def competing_causes(
+    inp: EvalInput, book: Rulebook, f: Finding, concl: Conclusions
+) -> list[RuledOut]:
     """For a fired finding, every other rule of its differential group and why it lost."""
     out: list[RuledOut] = []
     for other in book.rules:
@@ -323,24 +376,27 @@ def competing_causes(inp: EvalInput, book: Rulebook, f: Finding,
             trace: list[Clause] = []
             v = Evaluator(inp, b, concl, trace).evaluate(other.expr)
             verdicts.append((v, trace))
-        title = render_text(other.rule.title, Evaluator(inp, related[0] if related else {},
-                                                        concl))
+        title = render_text(other.rule.title, Evaluator(inp, related[0] if related else {}, concl))
         if any(v.value is True for v, _ in verdicts):
-            out.append(RuledOut(rule_id=other.id, title=title, status="fired",
-                                reason="also holds"))
+            out.append(RuledOut(rule_id=other.id, title=title, status="fired", reason="also holds"))
             continue
         unknown = next(((v, t) for v, t in verdicts if v.value is None), None)
         if unknown is not None:
             miss = ", ".join(str(m) for m in unknown[0].missing[:3])
-            out.append(RuledOut(rule_id=other.id, title=title,
-                                status="cannot_evaluate", reason=miss or "unknown"))
+            out.append(
+                RuledOut(
+                    rule_id=other.id,
+                    title=title,
+                    status="cannot_evaluate",
+                    reason=miss or "unknown",
+                )
+            )
             continue
         reason = "no items to evaluate"
         if verdicts:
             failed = first_false_clause(verdicts[0][1])
             reason = failed or "condition false"
-        out.append(RuledOut(rule_id=other.id, title=title, status="not_fired",
-                            reason=reason))
+        out.append(RuledOut(rule_id=other.id, title=title, status="not_fired", reason=reason))
     return out
 
 

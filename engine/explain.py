@@ -54,8 +54,15 @@ def explain(inp: EvalInput, book: Rulebook, rule_id: str) -> Explanation:
         else:
             outcome = "not fired"
         first = next((c for c in trace if c.result is False), None) if v.value is False else None
-        out.append(BindingExplanation(subject_label(b, inp.hostname), outcome, trace, first,
-                                      sorted({str(m) for m in v.missing})))
+        out.append(
+            BindingExplanation(
+                subject_label(b, inp.hostname),
+                outcome,
+                trace,
+                first,
+                sorted({str(m) for m in v.missing}),
+            )
+        )
     note = ""
     if not binds:
         kinds = ", ".join(rule.iter_kinds)
@@ -75,10 +82,12 @@ def _fmt(v: Any) -> str:
 
 def render_explanation(x: Explanation) -> str:
     r = x.rule
-    lines = [f"rule {r.id} v{r.rule.version} ({r.severity.value}, stage {r.rule.stage.value}) "
-             f"from {r.file}",
-             f"  {r.rule.title}",
-             f"  when: {x.condition}"]
+    lines = [
+        f"rule {r.id} v{r.rule.version} ({r.severity.value}, stage {r.rule.stage.value}) "
+        f"from {r.file}",
+        f"  {r.rule.title}",
+        f"  when: {x.condition}",
+    ]
     if x.params:
         lines.append("  params: " + ", ".join(f"{k} = {_fmt(v)}" for k, v in x.params.items()))
     if x.note:
@@ -92,8 +101,9 @@ def render_explanation(x: Explanation) -> str:
             lines.append(f"  [{mark}] {c.text}" + (f"    ({values})" if values else ""))
         if b.first_failed is not None:
             vals = ", ".join(f"{k} = {_fmt(v)}" for k, v in b.first_failed.values.items())
-            lines.append(f"  first failing clause: {b.first_failed.text}"
-                         + (f" with {vals}" if vals else ""))
+            lines.append(
+                f"  first failing clause: {b.first_failed.text}" + (f" with {vals}" if vals else "")
+            )
         for m in b.missing:
             lines.append(f"  missing: {m}")
     return "\n".join(lines)

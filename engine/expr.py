@@ -133,7 +133,7 @@ def parse_expr(text: str) -> Expr:
     if len(text) > MAX_EXPR_CHARS:
         raise ExprError(f"expression longer than {MAX_EXPR_CHARS} characters")
     if not text.isascii():
-        # Python folds look-alike letters (NFKC): 'ｇpu' would read as 'gpu'. Refuse them.
+        # Python folds look-alike letters (NFKC): a fullwidth g would read as 'g'. Refuse them.
         bad = next(i for i, ch in enumerate(text) if not ch.isascii())
         raise ExprError(f"non-ASCII character {text[bad]!r} in an expression", bad + 1)
     source = " ".join(text.split("\n"))  # YAML folded text: one logical line, columns kept
@@ -168,13 +168,21 @@ class _Converter:
             case ast.Compare(left=left, ops=ops, comparators=comps):
                 return self._compare(left, ops, comps, d, agg_kind, col)
             case ast.BinOp(op=op, left=left, right=right) if type(op) in ARITH_OPS:
-                return Arith(ARITH_OPS[type(op)], self.convert(left, d, agg_kind),
-                             self.convert(right, d, agg_kind), col=col)
+                return Arith(
+                    ARITH_OPS[type(op)],
+                    self.convert(left, d, agg_kind),
+                    self.convert(right, d, agg_kind),
+                    col=col,
+                )
             case ast.Constant(value=v) if isinstance(v, bool | int | float | str):
                 if isinstance(v, float) and (v != v or v in (float("inf"), float("-inf"))):
                     raise ExprError("NaN and infinity are not allowed", col)
-                if isinstance(v, int | float) and not isinstance(v, bool) and v and not (
-                        1e-4 <= abs(v) <= 1e15):
+                if (
+                    isinstance(v, int | float)
+                    and not isinstance(v, bool)
+                    and v
+                    and not (1e-4 <= abs(v) <= 1e15)
+                ):
                     # facts are quantised to this range (engine.inputs.quantise)
                     raise ExprError("numbers must be 0 or between 0.0001 and 1e15 in size", col)
                 return Const(v, col=col)
@@ -198,8 +206,15 @@ class _Converter:
                 return self._call(node, d, agg_kind, col)
         raise ExprError(f"'{type(node).__name__}' is not part of the rule language", col)
 
-    def _compare(self, left: ast.expr, ops: list[ast.cmpop], comps: list[ast.expr], d: int,
-                 agg_kind: str | None, col: int) -> Expr:
+    def _compare(
+        self,
+        left: ast.expr,
+        ops: list[ast.cmpop],
+        comps: list[ast.expr],
+        d: int,
+        agg_kind: str | None,
+        col: int,
+    ) -> Expr:
         parts: list[Expr] = []
         lhs = self.convert(left, d, agg_kind)
         for op, comp in zip(ops, comps, strict=True):
@@ -235,10 +250,8 @@ class _Converter:
                 raise ExprError(f"{func}() takes a fact reference", col)
             return Availability(ref, negate=(func == "available"), col=col)
         if func not in AGGREGATES:
-            raise ExprError(
-                f"unknown function '{func}' (allowed: {', '.join(sorted(AGGREGATES | PREDICATES))})",
-                col,
-            )
+            allowed = ", ".join(sorted(AGGREGATES | PREDICATES))
+            raise ExprError(f"unknown function '{func}' (allowed: {allowed})", col)
         if agg_kind is not None:
             raise ExprError("aggregates cannot be nested", col)
         if not args or not isinstance(args[0], ast.Name):
@@ -250,8 +263,9 @@ class _Converter:
         fld: str | None = None
         if needs_field:
             if not rest or not isinstance(rest[0], ast.Name):
-                raise ExprError(f"{func}() needs a field name second, e.g. {func}({kind}, code)",
-                                col)
+                raise ExprError(
+                    f"{func}() needs a field name second, e.g. {func}({kind}, code)", col
+                )
             fld = rest[0].id
             _check_name(fld, col)
             rest = rest[1:]

@@ -11,7 +11,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from gpu_triage.catalog import kinds
-from gpu_triage.facts import Facts, FactModel, Unavailable, UnavailableReason
+from gpu_triage.facts import FactModel, Facts, Unavailable, UnavailableReason
 from gpu_triage.snapshot import CollectorState, Snapshot
 
 # A binding: for each kind the rule iterates over, the item bound (None: unavailable).
@@ -73,8 +73,9 @@ def kind_availability(snap: Snapshot) -> dict[str, Unavailable]:
         if tried:
             worst = tried[0]
             reason = _REASON_FOR_STATE.get(worst.state, UnavailableReason.ERROR)
-            detail = "; ".join(f"{c.name} {c.state.value}" + (f": {c.error}" if c.error else "")
-                               for c in tried)
+            detail = "; ".join(
+                f"{c.name} {c.state.value}" + (f": {c.error}" if c.error else "") for c in tried
+            )
         else:
             reason, detail = UnavailableReason.NOT_COLLECTED, "no collector ran for it"
         out[name] = Unavailable(reason=reason, detail=detail)
@@ -90,8 +91,10 @@ def bindings(inp: EvalInput, iter_kinds: tuple[str, ...], join_gpu: bool) -> lis
         key = kinds()[other].gpu_key
         if other in inp.kind_unavailable:
             return [{other: None, "gpu": None}]
-        return [{other: item, "gpu": inp.gpu_by_bus(getattr(item, key or "", None))}
-                for item in inp.items(other)]
+        return [
+            {other: item, "gpu": inp.gpu_by_bus(getattr(item, key or "", None))}
+            for item in inp.items(other)
+        ]
     out: list[Binding] = [{}]
     for kind in iter_kinds:
         if kind in inp.kind_unavailable:
@@ -150,8 +153,9 @@ def describe(kind: str, item: FactModel) -> str:
         idx = get("index")
         return f"GPU {idx if idx is not None else '?'} ({get('pci_bus_id') or 'no bus id'})"
     if kind in ("xid", "sxid"):
-        return (f"{kind.upper()} {get('code')} on {get('pci_bus_id') or 'unknown device'}"
-                + (f" (line {get('line')})" if get("line") else ""))
+        return f"{kind.upper()} {get('code')} on {get('pci_bus_id') or 'unknown device'}" + (
+            f" (line {get('line')})" if get("line") else ""
+        )
     for key in ("name", "ca_name", "pci_bus_id"):
         if get(key):
             extra = f" port {get('port')}" if kind == "ib" and get("port") is not None else ""
@@ -167,8 +171,14 @@ def subject_key(binding: Binding) -> str:
             parts.append(f"{kind}:-")
             continue
         get = item.__dict__.get
-        ident = (get("pci_bus_id") or get("uuid") or get("name") or get("ca_name")
-                 or get("gpu_pci_bus_id") or "")
+        ident = (
+            get("pci_bus_id")
+            or get("uuid")
+            or get("name")
+            or get("ca_name")
+            or get("gpu_pci_bus_id")
+            or ""
+        )
         if kind in ("xid", "sxid", "aer", "bus_loss", "oom", "nvlink_error"):
             ident = f"{ident}@{get('line') or get('time_text') or ''}"
         if kind == "ib" or kind == "nvlink":

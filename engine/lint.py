@@ -17,8 +17,9 @@ def known_parsers() -> set[str]:
     return set(PARSERS)
 
 
-def lint(paths: list[Path], *, include_builtin: bool = False,
-         allow_untrusted: bool = True) -> list[Diagnostic]:
+def lint(
+    paths: list[Path], *, include_builtin: bool = False, allow_untrusted: bool = True
+) -> list[Diagnostic]:
     raw = load_paths(paths, include_builtin=include_builtin, allow_untrusted=allow_untrusted)
     book, diags = compile_rulebook(raw)
     out = list(raw.diagnostics) + diags
@@ -33,29 +34,50 @@ def lint(paths: list[Path], *, include_builtin: bool = False,
             out.append(Diagnostic(loc.file, line, col, f"rule '{rule.id}' has no tests"))
         else:
             fires = [t for t in rule.tests if t.expect.fires or t.expect.status == "fired"]
-            quiet = [t for t in rule.tests
-                     if t.expect.fires is False or t.expect.status == "not_fired"]
+            quiet = [
+                t for t in rule.tests if t.expect.fires is False or t.expect.status == "not_fired"
+            ]
             if not fires or not quiet:
                 line, col = loc.where(("tests",))
                 missing = "a firing" if not fires else "a non-firing"
-                out.append(Diagnostic(loc.file, line, col,
-                                      f"rule '{rule.id}' has no {missing} test case"))
+                out.append(
+                    Diagnostic(loc.file, line, col, f"rule '{rule.id}' has no {missing} test case")
+                )
         for i, ref in enumerate(rule.references):
             if not _REFERENCE.match(ref):
                 line, col = loc.where(("references", i))
-                out.append(Diagnostic(loc.file, line, col,
-                                      f"reference '{ref}' is neither a knowledge-map ID "
-                                      "(guide/.., fleet/.., xid/..) nor a URL"))
+                out.append(
+                    Diagnostic(
+                        loc.file,
+                        line,
+                        col,
+                        f"reference '{ref}' is neither a knowledge-map ID "
+                        "(guide/.., fleet/.., xid/..) nor a URL",
+                    )
+                )
         for i, step in enumerate(rule.runbook):
             if step.parser and step.parser not in parsers:
                 line, col = loc.where(("runbook", i, "parser"))
-                out.append(Diagnostic(loc.file, line, col,
-                                      f"unknown parser '{step.parser}' "
-                                      f"(known: {', '.join(sorted(parsers))})"))
-            if step.command and (step.changes_system is False and step.command[0] in
-                                 ("reboot", "shutdown", "rmmod", "modprobe")):
+                out.append(
+                    Diagnostic(
+                        loc.file,
+                        line,
+                        col,
+                        f"unknown parser '{step.parser}' (known: {', '.join(sorted(parsers))})",
+                    )
+                )
+            if step.command and (
+                step.changes_system is False
+                and step.command[0] in ("reboot", "shutdown", "rmmod", "modprobe")
+            ):
                 line, col = loc.where(("runbook", i, "command"))
-                out.append(Diagnostic(loc.file, line, col,
-                                      f"'{step.command[0]}' changes the system: "
-                                      "set changes_system: true", "error"))
+                out.append(
+                    Diagnostic(
+                        loc.file,
+                        line,
+                        col,
+                        f"'{step.command[0]}' changes the system: set changes_system: true",
+                        "error",
+                    )
+                )
     return sorted(set(out))

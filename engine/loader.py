@@ -99,8 +99,12 @@ class _NoAliasLoader(yaml.SafeLoader):
         return super().compose_node(parent, index)
 
 
-def _positions(node: yaml.Node, path: tuple[Any, ...], out: dict[tuple[Any, ...], tuple[int, int]],
-               budget: list[int]) -> None:
+def _positions(
+    node: yaml.Node,
+    path: tuple[Any, ...],
+    out: dict[tuple[Any, ...], tuple[int, int]],
+    budget: list[int],
+) -> None:
     budget[0] -= 1
     if budget[0] < 0:
         raise ValueError(f"document has more than {MAX_NODES_PER_DOC} YAML nodes")
@@ -112,8 +116,11 @@ def _positions(node: yaml.Node, path: tuple[Any, ...], out: dict[tuple[Any, ...]
             _positions(v, (*path, key), out, budget)
             # pydantic reports the value's location; keep the key's position for it too,
             # except for block scalars where the value position is more useful.
-            out[(*path, key)] = (v.start_mark.line + 1, v.start_mark.column + 1) if isinstance(
-                v, yaml.ScalarNode) else (k.start_mark.line + 1, k.start_mark.column + 1)
+            out[(*path, key)] = (
+                (v.start_mark.line + 1, v.start_mark.column + 1)
+                if isinstance(v, yaml.ScalarNode)
+                else (k.start_mark.line + 1, k.start_mark.column + 1)
+            )
     elif isinstance(node, yaml.SequenceNode):
         for i, v in enumerate(node.value):
             _positions(v, (*path, i), out, budget)
@@ -147,7 +154,9 @@ def load_text(text: str, file: str, rulebook: str, out: RawRulebook, order_start
                 continue
             if not isinstance(data, dict):
                 out.diagnostics.append(
-                    Diagnostic(file, loc.line, 1, "a document must be a mapping (a rule or an overlay)")
+                    Diagnostic(
+                        file, loc.line, 1, "a document must be a mapping (a rule or an overlay)"
+                    )
                 )
                 continue
             _add_document(data, loc, rulebook, out, order)
@@ -165,8 +174,9 @@ def load_text(text: str, file: str, rulebook: str, out: RawRulebook, order_start
         loader.dispose()
 
 
-def _add_document(data: dict[str, Any], loc: Located, rulebook: str, out: RawRulebook,
-                  order: int) -> None:
+def _add_document(
+    data: dict[str, Any], loc: Located, rulebook: str, out: RawRulebook, order: int
+) -> None:
     kind = Overlay if "overlay" in data and "id" not in data else Rule
     try:
         model = kind.model_validate(data)
@@ -188,20 +198,26 @@ def _check_trusted(path: Path, allow_untrusted: bool) -> str | None:
         return None
     st = path.stat()
     if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH) or st.st_uid != 0:
-        return (f"refusing {path}: writable by users other than root "
-                "(fix its owner/mode, or pass --allow-untrusted-rules)")
+        return (
+            f"refusing {path}: writable by users other than root "
+            "(fix its owner/mode, or pass --allow-untrusted-rules)"
+        )
     return None
 
 
 def rule_files(path: Path) -> list[Path]:
     if path.is_file():
         return [path]
-    return sorted(p for p in path.rglob("*") if p.suffix in (".yaml", ".yml") and p.is_file()
-                  and not p.name.startswith("."))
+    return sorted(
+        p
+        for p in path.rglob("*")
+        if p.suffix in (".yaml", ".yml") and p.is_file() and not p.name.startswith(".")
+    )
 
 
-def load_paths(paths: list[Path], *, include_builtin: bool = True,
-               allow_untrusted: bool = False) -> RawRulebook:
+def load_paths(
+    paths: list[Path], *, include_builtin: bool = True, allow_untrusted: bool = False
+) -> RawRulebook:
     """Load the packaged rulebook (unless told not to) and then each named file or directory."""
     out = RawRulebook()
     order = 0

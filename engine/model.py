@@ -11,7 +11,14 @@ import shlex
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    WithJsonSchema,
+    field_validator,
+    model_validator,
+)
 
 RULE_ID = r"^[a-z0-9][a-z0-9._-]{1,79}$"
 NAME = r"^[a-z][a-z0-9_]{0,63}$"
@@ -73,8 +80,10 @@ class Param(Strict):
 
 def check_param_bounds(param: Param, value: Any) -> None:
     if type(value) is not type(param.default) and not (
-        isinstance(value, int | float) and isinstance(param.default, int | float)
-        and not isinstance(value, bool) and not isinstance(param.default, bool)
+        isinstance(value, int | float)
+        and isinstance(param.default, int | float)
+        and not isinstance(value, bool)
+        and not isinstance(param.default, bool)
     ):
         raise ValueError(f"value {value!r} has the wrong type (default is {param.default!r})")
     if isinstance(value, int | float) and not isinstance(value, bool):
@@ -113,7 +122,11 @@ class RunbookStep(Strict):
     """One confirmation step: a command, what its output means, what to decide."""
 
     title: str
-    command: list[str] | None = Field(
+    command: Annotated[
+        list[str] | None,
+        WithJsonSchema({"anyOf": [{"type": "array", "items": {"type": "string"}, "minItems": 1},
+                                  {"type": "string", "minLength": 1}, {"type": "null"}]}),
+    ] = Field(
         default=None,
         description="argument list (a string is split like a shell would, but never run by one)",
     )
@@ -209,8 +222,6 @@ class Overlay(Strict):
     """A site overlay: changes params, severities and enablement without forking rules."""
 
     overlay: str = Field(description="overlay name, e.g. a site or cluster")
-    params: dict[str, Any] = Field(
-        default_factory=dict, description="'<rule id>.<param>' -> value"
-    )
+    params: dict[str, Any] = Field(default_factory=dict, description="'<rule id>.<param>' -> value")
     severity: dict[str, Severity] = Field(default_factory=dict, description="rule id -> severity")
     disable: list[Disable] = Field(default_factory=list)

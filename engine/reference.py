@@ -83,19 +83,31 @@ def _or3(a: bool | None, b: bool | None) -> bool | None:
 
 
 _CMP: dict[str, Callable[[Any, Any], bool]] = {
-    "==": operator.eq, "!=": operator.ne, "<": operator.lt, "<=": operator.le,
-    ">": operator.gt, ">=": operator.ge,
+    "==": operator.eq,
+    "!=": operator.ne,
+    "<": operator.lt,
+    "<=": operator.le,
+    ">": operator.gt,
+    ">=": operator.ge,
 }
 _ARITH: dict[str, Callable[[Any, Any], Any]] = {
-    "+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.truediv,
+    "+": operator.add,
+    "-": operator.sub,
+    "*": operator.mul,
+    "/": operator.truediv,
 }
 
 
 class Evaluator:
     """Evaluates expressions for one binding of one input."""
 
-    def __init__(self, inp: EvalInput, binding: Binding, concl: Conclusions,
-                 trace: list[Clause] | None = None) -> None:
+    def __init__(
+        self,
+        inp: EvalInput,
+        binding: Binding,
+        concl: Conclusions,
+        trace: list[Clause] | None = None,
+    ) -> None:
         self.inp, self.binding, self.concl, self.trace = inp, binding, concl, trace
 
     # ---------------------------------------------------------------- references
@@ -105,15 +117,33 @@ class Evaluator:
         if r.kind == "answer":
             v = self.inp.facts.answers.get(r.name)
             if v is None:
-                return Val(None, (Missing(r.path, Unavailable(
-                    reason=UnavailableReason.NOT_ANSWERED, detail="a person must answer")),))
+                return Val(
+                    None,
+                    (
+                        Missing(
+                            r.path,
+                            Unavailable(
+                                reason=UnavailableReason.NOT_ANSWERED, detail="a person must answer"
+                            ),
+                        ),
+                    ),
+                )
             return Val(v)
         if r.kind == "concl":
             v = self.concl.get(r.name, self.binding)
             if v is None:
-                return Val(None, (Missing(r.path, Unavailable(
-                    reason=UnavailableReason.NOT_COLLECTED,
-                    detail="the rules concluding it could not be evaluated")),))
+                return Val(
+                    None,
+                    (
+                        Missing(
+                            r.path,
+                            Unavailable(
+                                reason=UnavailableReason.NOT_COLLECTED,
+                                detail="the rules concluding it could not be evaluated",
+                            ),
+                        ),
+                    ),
+                )
             return Val(v)
         k = kinds()[r.kind]
         if k.singleton:
@@ -121,17 +151,21 @@ class Evaluator:
             if item is None:
                 why = self.inp.kind_unavailable.get(r.kind) or Unavailable(
                     reason=UnavailableReason.NOT_COLLECTED,
-                    detail="not supplied" if r.kind in ("site", "job") else "")
+                    detail="not supplied" if r.kind in ("site", "job") else "",
+                )
                 return Val(None, (Missing(r.path, why),))
             return self._field(item, r.kind, r.name)
         item = self.binding.get(r.kind)
         if item is None:
             why = self.inp.kind_unavailable.get(r.kind)
             if why is None and r.kind == "gpu":
-                why = Unavailable(reason=UnavailableReason.NOT_COLLECTED,
-                                  detail="no GPU with this PCI bus id in the facts")
-            return Val(None, (Missing(r.path, why or Unavailable(
-                reason=UnavailableReason.NOT_COLLECTED)),))
+                why = Unavailable(
+                    reason=UnavailableReason.NOT_COLLECTED,
+                    detail="no GPU with this PCI bus id in the facts",
+                )
+            return Val(
+                None, (Missing(r.path, why or Unavailable(reason=UnavailableReason.NOT_COLLECTED)),)
+            )
         return self._field(item, r.kind, r.name)
 
     def _field(self, item: FactModel | None, kind: str, name: str) -> Val:
@@ -142,8 +176,12 @@ class Evaluator:
         if value is None:
             why = item.why_unavailable(name) or Unavailable(
                 reason=UnavailableReason.NOT_COLLECTED,
-                detail="not in the site inventory" if kind == "site"
-                else "not in the job metrics" if kind == "job" else "")
+                detail="not in the site inventory"
+                if kind == "site"
+                else "not in the job metrics"
+                if kind == "job"
+                else "",
+            )
             return Val(None, (Missing(path, why),))
         return Val(value)
 
@@ -174,14 +212,23 @@ class Evaluator:
                 if not (va.known and vb.known):
                     return Val(None, va.missing + vb.missing)
                 if op == "/" and vb.value == 0:
-                    return Val(None, (Missing(E.render(e), Unavailable(
-                        reason=UnavailableReason.ERROR, detail="division by zero")),))
+                    return Val(
+                        None,
+                        (
+                            Missing(
+                                E.render(e),
+                                Unavailable(
+                                    reason=UnavailableReason.ERROR, detail="division by zero"
+                                ),
+                            ),
+                        ),
+                    )
                 result = _ARITH[op](va.value, vb.value)
                 return Val(quantise(result) if isinstance(result, float) else result)
             case E.Availability(ref=r, negate=neg):
                 v = self.ref(r, local)
                 result = v.known if neg else not v.known
-                self._record(e, {r.path: v.value if v.known else f"unavailable"}, result, ())
+                self._record(e, {r.path: v.value if v.known else "unavailable"}, result, ())
                 return Val(result)
             case E.Compare():
                 return self._compare(e, local)
@@ -238,8 +285,9 @@ class Evaluator:
         self._record(e, values, result, ())
         return Val(result)
 
-    def _record(self, e: E.Expr, values: dict[str, Any], result: bool | None,
-                missing: tuple[Missing, ...]) -> None:
+    def _record(
+        self, e: E.Expr, values: dict[str, Any], result: bool | None, missing: tuple[Missing, ...]
+    ) -> None:
         if self.trace is not None:
             shown = {k: v for k, v in values.items() if not _is_literal(k)}
             self.trace.append(Clause(E.render(e), shown, result, missing))
@@ -283,8 +331,18 @@ class Evaluator:
         if e.func == "sum":
             return Val(plain(sum(values)))
         if not values:
-            return Val(None, (Missing(f"{e.kind}.{e.field}", Unavailable(
-                reason=UnavailableReason.NOT_COLLECTED, detail=f"no {e.kind} to take the {e.func} of")),))
+            return Val(
+                None,
+                (
+                    Missing(
+                        f"{e.kind}.{e.field}",
+                        Unavailable(
+                            reason=UnavailableReason.NOT_COLLECTED,
+                            detail=f"no {e.kind} to take the {e.func} of",
+                        ),
+                    ),
+                ),
+            )
         return Val(max(values) if e.func == "max" else min(values))
 
 
@@ -292,6 +350,11 @@ def _is_literal(text: str) -> bool:
     return text[:1].isdigit() or text[:1] in "-'\"[" or text in ("true", "false")
 
 
-def evaluate_binding(inp: EvalInput, binding: Binding, expr: E.Expr, concl: Conclusions,
-                     trace: list[Clause] | None = None) -> Val:
+def evaluate_binding(
+    inp: EvalInput,
+    binding: Binding,
+    expr: E.Expr,
+    concl: Conclusions,
+    trace: list[Clause] | None = None,
+) -> Val:
     return Evaluator(inp, binding, concl, trace).evaluate(expr)

@@ -15,14 +15,17 @@ def _value(v: object) -> str:
 
 def findings_markdown(doc: FindingsDocument) -> str:
     s = doc.summary
-    lines = [f"# gpu-triage report: {doc.hostname or 'unknown host'}", "",
-             f"- Snapshot: {doc.snapshot_taken_at or 'unknown'} ({doc.snapshot_source or 'live'})",
-             f"- Engine: {doc.engine.name}" + (f" (fallback: {doc.engine.fallback_reason})"
-                                               if doc.engine.fallback_reason else ""),
-             f"- Rulebook: {doc.rulebook.rules} rules, fingerprint {doc.rulebook.fingerprint}",
-             f"- Findings: {s.critical} critical, {s.warning} warning, {s.info} info; "
-             f"{s.cannot_evaluate} cannot evaluate; {s.needs_confirmation} need confirmation",
-             ""]
+    lines = [
+        f"# gpu-triage report: {doc.hostname or 'unknown host'}",
+        "",
+        f"- Snapshot: {doc.snapshot_taken_at or 'unknown'} ({doc.snapshot_source or 'live'})",
+        f"- Engine: {doc.engine.name}"
+        + (f" (fallback: {doc.engine.fallback_reason})" if doc.engine.fallback_reason else ""),
+        f"- Rulebook: {doc.rulebook.rules} rules, fingerprint {doc.rulebook.fingerprint}",
+        f"- Findings: {s.critical} critical, {s.warning} warning, {s.info} info; "
+        f"{s.cannot_evaluate} cannot evaluate; {s.needs_confirmation} need confirmation",
+        "",
+    ]
     if doc.collectors:
         lines += ["| collector | state | seconds | error |", "|---|---|---|---|"]
         for c in doc.collectors:
@@ -41,21 +44,28 @@ def findings_markdown(doc: FindingsDocument) -> str:
     if doc.cannot_evaluate:
         lines += ["## Cannot evaluate", ""]
         for f in doc.cannot_evaluate:
-            miss = "; ".join(f"{m.path} ({m.reason}{': ' + m.detail if m.detail else ''})"
-                             for m in f.missing)
+            miss = "; ".join(
+                f"{m.path} ({m.reason}{': ' + m.detail if m.detail else ''})" for m in f.missing
+            )
             lines.append(f"- `{f.rule_id}` on {f.subject}: {miss}")
         lines.append("")
     return "\n".join(lines).rstrip() + "\n"
 
 
 def _finding(f: Finding) -> list[str]:
-    out = [f"## [{f.severity.value.upper()}] {f.title}", "",
-           f"*{f.subject}* · stage {f.stage.value} · rule `{f.rule_id}` v{f.rule_version} "
-           f"({f.rulebook})", "",
-           f"- **Symptom:** {' '.join(f.symptom.split())}",
-           f"- **Cause:** {' '.join(f.cause.split())}",
-           f"- **Fix:** {' '.join(f.fix.split())}", "",
-           "| evidence | value | unit | source |", "|---|---|---|---|"]
+    out = [
+        f"## [{f.severity.value.upper()}] {f.title}",
+        "",
+        f"*{f.subject}* · stage {f.stage.value} · rule `{f.rule_id}` v{f.rule_version} "
+        f"({f.rulebook})",
+        "",
+        f"- **Symptom:** {' '.join(f.symptom.split())}",
+        f"- **Cause:** {' '.join(f.cause.split())}",
+        f"- **Fix:** {' '.join(f.fix.split())}",
+        "",
+        "| evidence | value | unit | source |",
+        "|---|---|---|---|",
+    ]
     for e in f.evidence:
         value = _value(e.value) if e.unavailable is None else f"unavailable ({e.unavailable})"
         out.append(f"| `{e.path}` | {value} | {e.unit} | {e.source} |")

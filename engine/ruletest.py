@@ -31,13 +31,22 @@ class CaseResult:
 
 def test_input(case: RuleTest) -> EvalInput:
     facts = Facts.model_validate(case.facts)
-    unavailable = {k: Unavailable(reason=UnavailableReason.COLLECTOR_FAILED,
-                                  detail="collector failed (rule test)") for k in case.unavailable}
+    unavailable = {
+        k: Unavailable(
+            reason=UnavailableReason.COLLECTOR_FAILED, detail="collector failed (rule test)"
+        )
+        for k in case.unavailable
+    }
     return EvalInput(facts, unavailable, hostname="test-node")
 
 
-def rule_decisions(inp: EvalInput, book: Rulebook, rule: CompiledRule, backend: Backend,
-                   given: dict[str, bool] | None = None) -> tuple[list[Decision], Conclusions]:
+def rule_decisions(
+    inp: EvalInput,
+    book: Rulebook,
+    rule: CompiledRule,
+    backend: Backend,
+    given: dict[str, bool] | None = None,
+) -> tuple[list[Decision], Conclusions]:
     """Evaluate one rule; conclusions it reads come from ``given`` or from the rulebook."""
     if given:
         concl = Conclusions()
@@ -47,8 +56,9 @@ def rule_decisions(inp: EvalInput, book: Rulebook, rule: CompiledRule, backend: 
             concl.record(name, None, value)
     else:
         needed = _concluders(book, rule)
-        sub = Rulebook([r for r in book.rules if r.id in needed], book.questions,
-                       book.conclusions, {}, [])
+        sub = Rulebook(
+            [r for r in book.rules if r.id in needed], book.questions, book.conclusions, {}, []
+        )
         _, concl = decide(inp, sub, backend)
     binds = {rule.id: bindings(inp, rule.iter_kinds, rule.join_gpu)}
     verdicts = backend.run_stratum(inp, [rule], binds, concl)
@@ -60,9 +70,11 @@ def rule_decisions(inp: EvalInput, book: Rulebook, rule: CompiledRule, backend: 
     if rule.rule.concludes:
         for i, b in enumerate(binds[rule.id]):
             gpu = b.get("gpu")
-            concl.record(rule.rule.concludes,
-                         gpu.__dict__.get("pci_bus_id") if gpu is not None else None,
-                         verdicts.get((rule.id, i), False))
+            concl.record(
+                rule.rule.concludes,
+                gpu.__dict__.get("pci_bus_id") if gpu is not None else None,
+                verdicts.get((rule.id, i), False),
+            )
     return decisions, concl
 
 
@@ -80,26 +92,32 @@ def _concluders(book: Rulebook, rule: CompiledRule) -> set[str]:
     return out
 
 
-def run_case(book: Rulebook, rule: CompiledRule, case: RuleTest,
-             backends: list[Backend]) -> CaseResult:
+def run_case(
+    book: Rulebook, rule: CompiledRule, case: RuleTest, backends: list[Backend]
+) -> CaseResult:
     res = CaseResult(rule.id, case.name, rule.file)
     try:
         inp = test_input(case)
     except ValidationError as exc:
-        res.problems.append(f"facts do not match the fact models: {exc.errors()[0]['msg']} "
-                            f"at {'.'.join(str(x) for x in exc.errors()[0]['loc'])}")
+        res.problems.append(
+            f"facts do not match the fact models: {exc.errors()[0]['msg']} "
+            f"at {'.'.join(str(x) for x in exc.errors()[0]['loc'])}"
+        )
         return res
     target = rule
     if case.params:
         from dataclasses import replace
 
         from gpu_triage.engine.compiler import compile_rule
-        from gpu_triage.engine.loader import Located, LoadedRule
+        from gpu_triage.engine.loader import LoadedRule, Located
 
         params = {**rule.params, **case.params}
-        target = compile_rule(LoadedRule(rule.rule, Located(rule.file, rule.line),
-                                         rule.rulebook, rule.order), params, book.questions,
-                              set(book.conclusions))
+        target = compile_rule(
+            LoadedRule(rule.rule, Located(rule.file, rule.line), rule.rulebook, rule.order),
+            params,
+            book.questions,
+            set(book.conclusions),
+        )
         target = replace(target, severity=rule.severity, stratum=rule.stratum)
     outcomes: dict[str, Any] = {}
     for backend in backends:
@@ -118,15 +136,18 @@ def run_case(book: Rulebook, rule: CompiledRule, case: RuleTest,
     return res
 
 
-def check_expectations(case: RuleTest, findings: list[Finding], concl: Conclusions,
-                       rule: CompiledRule) -> list[str]:
+def check_expectations(
+    case: RuleTest, findings: list[Finding], concl: Conclusions, rule: CompiledRule
+) -> list[str]:
     exp = case.expect
     fired = [f for f in findings if f.status is Status.FIRED]
     problems: list[str] = []
     if exp.fires is not None and bool(fired) != exp.fires:
-        problems.append(f"expected the rule {'to fire' if exp.fires else 'not to fire'}, "
-                        f"it {'fired' if fired else 'did not'} "
-                        f"({_status(findings)})")
+        problems.append(
+            f"expected the rule {'to fire' if exp.fires else 'not to fire'}, "
+            f"it {'fired' if fired else 'did not'} "
+            f"({_status(findings)})"
+        )
     if exp.status is not None:
         got = _status(findings)
         if got != exp.status:
@@ -141,8 +162,7 @@ def check_expectations(case: RuleTest, findings: list[Finding], concl: Conclusio
     if exp.concludes is not None and rule.rule.concludes:
         got_c = concl.node.get(rule.rule.concludes)
         if got_c is not exp.concludes:
-            problems.append(f"expected concl.{rule.rule.concludes} = {exp.concludes}, "
-                            f"got {got_c}")
+            problems.append(f"expected concl.{rule.rule.concludes} = {exp.concludes}, got {got_c}")
     return problems
 
 
@@ -154,8 +174,9 @@ def _status(findings: list[Finding]) -> str:
     return "not_fired"
 
 
-def run_rule_tests(book: Rulebook, backends: list[Backend],
-                   only: set[str] | None = None) -> list[CaseResult]:
+def run_rule_tests(
+    book: Rulebook, backends: list[Backend], only: set[str] | None = None
+) -> list[CaseResult]:
     results = []
     for rule in book.rules:
         if only and rule.id not in only:

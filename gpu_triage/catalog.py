@@ -58,13 +58,34 @@ _KINDS: list[tuple[str, str, type[BaseModel], bool, tuple[str, ...], bool, str |
     ("xid", "xids", f.XidEvent, False, ("kernel_log", "text:kernel_log"), True, "pci_bus_id"),
     ("sxid", "sxids", f.SxidEvent, False, ("kernel_log", "text:kernel_log"), True, None),
     ("aer", "aers", f.AerEvent, False, ("kernel_log", "text:kernel_log"), True, "pci_bus_id"),
-    ("bus_loss", "bus_losses", f.BusLossEvent, False, ("kernel_log", "text:kernel_log"), True,
-     "pci_bus_id"),
+    (
+        "bus_loss",
+        "bus_losses",
+        f.BusLossEvent,
+        False,
+        ("kernel_log", "text:kernel_log"),
+        True,
+        "pci_bus_id",
+    ),
     ("oom", "ooms", f.OomKillEvent, False, ("kernel_log", "text:kernel_log"), True, None),
-    ("nvlink_error", "nvlink_errors", f.NvlinkErrorEvent, False,
-     ("kernel_log", "text:kernel_log"), True, "pci_bus_id"),
-    ("scheduler", "scheduler", f.SchedulerFacts, True,
-     ("kubernetes", "container_runtime", "slurm", "text:scheduler"), False, None),
+    (
+        "nvlink_error",
+        "nvlink_errors",
+        f.NvlinkErrorEvent,
+        False,
+        ("kernel_log", "text:kernel_log"),
+        True,
+        "pci_bus_id",
+    ),
+    (
+        "scheduler",
+        "scheduler",
+        f.SchedulerFacts,
+        True,
+        ("kubernetes", "container_runtime", "slurm", "text:scheduler"),
+        False,
+        None,
+    ),
     ("site", "site", f.SiteInventory, True, ("inventory",), False, None),
     ("job", "job", f.JobMetrics, True, ("job_metrics",), False, None),
 ]
@@ -95,13 +116,15 @@ def _fields(kind: str, model: type[BaseModel]) -> dict[str, FieldInfo]:
             continue
         extra = info.json_schema_extra if isinstance(info.json_schema_extra, dict) else {}
         typ, choices = _type_name(info.annotation)
-        out[name] = FieldInfo(kind, name, typ, str(extra.get("unit", "")),
-                              info.description or "", choices)
+        out[name] = FieldInfo(
+            kind, name, typ, str(extra.get("unit", "")), info.description or "", choices
+        )
     for name, cinfo in model.model_computed_fields.items():
         extra = cinfo.json_schema_extra if isinstance(cinfo.json_schema_extra, dict) else {}
         typ, choices = _type_name(cinfo.return_type)
-        out[name] = FieldInfo(kind, name, typ, str(extra.get("unit", "")),
-                              cinfo.description or "", choices)
+        out[name] = FieldInfo(
+            kind, name, typ, str(extra.get("unit", "")), cinfo.description or "", choices
+        )
     return out
 
 
@@ -109,8 +132,17 @@ def _fields(kind: str, model: type[BaseModel]) -> dict[str, FieldInfo]:
 def kinds() -> dict[str, KindInfo]:
     out: dict[str, KindInfo] = {}
     for name, attr, model, singleton, collectors, event, gpu_key in _KINDS:
-        out[name] = KindInfo(name, attr, model, singleton, (model.__doc__ or "").strip(),
-                             collectors, event, gpu_key, _fields(name, model))
+        out[name] = KindInfo(
+            name,
+            attr,
+            model,
+            singleton,
+            (model.__doc__ or "").strip(),
+            collectors,
+            event,
+            gpu_key,
+            _fields(name, model),
+        )
     return out
 
 
@@ -121,13 +153,22 @@ def field_info(kind: str, name: str) -> FieldInfo | None:
 
 def catalog_markdown() -> str:
     """The fact catalogue as Markdown (docs/facts.md)."""
-    lines = ["# Fact catalogue", "",
-             "Generated from `gpu_triage/facts.py` by `gpu-triage facts docs`.", ""]
+    lines = [
+        "# Fact catalogue",
+        "",
+        "Generated from `gpu_triage/facts.py` by `gpu-triage facts docs`.",
+        "",
+    ]
     for k in kinds().values():
         many = "one per node" if k.singleton else "many per node"
-        lines += [f"## `{k.name}`: {k.meaning}", "",
-                  f"{many}; produced by: {', '.join(k.collectors)}", "",
-                  "| field | type | unit | meaning |", "|---|---|---|---|"]
+        lines += [
+            f"## `{k.name}`: {k.meaning}",
+            "",
+            f"{many}; produced by: {', '.join(k.collectors)}",
+            "",
+            "| field | type | unit | meaning |",
+            "|---|---|---|---|",
+        ]
         for fi in k.fields.values():
             typ = fi.type + (f" ({' / '.join(fi.choices)})" if fi.choices else "")
             lines.append(f"| `{fi.path}` | {typ} | {fi.unit} | {fi.meaning} |")

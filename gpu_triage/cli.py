@@ -15,12 +15,20 @@ SEVERITIES = ("info", "warning", "critical")
 
 
 def _add_rules_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--rules", action="append", type=Path, default=[], metavar="DIR",
-                   help="extra rulebook directory or file (overlays, site rules); repeatable")
-    p.add_argument("--no-builtin", action="store_true",
-                   help="do not load the packaged rulebook")
-    p.add_argument("--allow-untrusted-rules", action="store_true",
-                   help="when root, accept rule files writable by other users")
+    p.add_argument(
+        "--rules",
+        action="append",
+        type=Path,
+        default=[],
+        metavar="DIR",
+        help="extra rulebook directory or file (overlays, site rules); repeatable",
+    )
+    p.add_argument("--no-builtin", action="store_true", help="do not load the packaged rulebook")
+    p.add_argument(
+        "--allow-untrusted-rules",
+        action="store_true",
+        help="when root, accept rule files writable by other users",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -28,7 +36,8 @@ def build_parser() -> argparse.ArgumentParser:
         prog="gpu-triage",
         description="Rule-based incident triage for NVIDIA GPU nodes.",
         epilog="Exit codes of `run`: 0 healthy, 1 warning, 2 critical, 3 unknown "
-               "(collection failed or the rulebook could not load), 64 usage.")
+        "(collection failed or the rulebook could not load), 64 usage.",
+    )
     ap.add_argument("--version", action="version", version=f"gpu-triage {__version__}")
     sub = ap.add_subparsers(dest="command", metavar="COMMAND")
 
@@ -37,8 +46,12 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--demo", action="store_true", help="evaluate the bundled demo incident")
     run.add_argument("--out", type=Path, help="write findings here (atomically); default stdout")
     run.add_argument("--format", choices=("json", "markdown"), default="json")
-    run.add_argument("--min-severity", choices=SEVERITIES, default="info",
-                     help="drop fired findings below this severity")
+    run.add_argument(
+        "--min-severity",
+        choices=SEVERITIES,
+        default="info",
+        help="drop fired findings below this severity",
+    )
     run.add_argument("--engine", choices=("auto", "durable", "reference"), default="auto")
     run.add_argument("--window", type=float, default=1.0, help="sampling window when collecting")
     _add_rules_args(run)
@@ -46,12 +59,21 @@ def build_parser() -> argparse.ArgumentParser:
     col = sub.add_parser("collect", help="collect facts from this node into a snapshot")
     col.add_argument("--out", type=Path, help="snapshot file (default stdout)")
     col.add_argument("--window", type=float, default=1.0, help="sampling window in seconds")
-    col.add_argument("--redact", action="store_true",
-                     help="remove hostnames, serials, UUIDs, users and command lines")
+    col.add_argument(
+        "--redact",
+        action="store_true",
+        help="remove hostnames, serials, UUIDs, users and command lines",
+    )
     col.add_argument("--only", help="comma-separated collector names")
     col.add_argument("--kernel-log", type=Path, help="read this file as the kernel log")
-    col.add_argument("--from-text", nargs=2, action="append", metavar=("PARSER", "FILE"),
-                     default=[], help="build the snapshot from saved command output; repeatable")
+    col.add_argument(
+        "--from-text",
+        nargs=2,
+        action="append",
+        metavar=("PARSER", "FILE"),
+        default=[],
+        help="build the snapshot from saved command output; repeatable",
+    )
 
     ex = sub.add_parser("explain", help="why a rule fired, or why not")
     ex.add_argument("rule")
@@ -71,7 +93,8 @@ def build_parser() -> argparse.ArgumentParser:
     docs = rsub.add_parser("docs", help="the rulebook as a Markdown catalogue")
     docs.add_argument("--out", type=Path)
     _add_rules_args(docs)
-    schema = rsub.add_parser("schema", help="JSON Schema of rule files")
+    schema = rsub.add_parser("schema", help="JSON Schema of rule files (or findings documents)")
+    schema.add_argument("--kind", choices=("rule", "findings"), default="rule")
     schema.add_argument("--out", type=Path)
 
     facts = sub.add_parser("facts", help="the fact catalogue")
@@ -119,8 +142,11 @@ def _emit(text: str, out: Path | None) -> None:
 def _load_book(args: argparse.Namespace) -> Any:
     from gpu_triage.engine.compiler import load_rulebook
 
-    return load_rulebook(list(args.rules), include_builtin=not args.no_builtin,
-                         allow_untrusted=args.allow_untrusted_rules)
+    return load_rulebook(
+        list(args.rules),
+        include_builtin=not args.no_builtin,
+        allow_untrusted=args.allow_untrusted_rules,
+    )
 
 
 def _load_snapshot(path: Path) -> Any:
@@ -181,8 +207,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     return int(doc.exit_code)
 
 
-def _collect(window: float, only: set[str] | None = None, kernel_log: Path | None = None,
-             progress: bool = True) -> Any:
+def _collect(
+    window: float,
+    only: set[str] | None = None,
+    kernel_log: Path | None = None,
+    progress: bool = True,
+) -> Any:
     from gpu_triage.collectors.base import CollectContext
     from gpu_triage.collectors.runner import collect_snapshot, default_collectors
 
@@ -223,8 +253,10 @@ def cmd_collect(args: argparse.Namespace) -> int:
         return ExitCode.UNKNOWN
     if sys.stderr.isatty():
         for c in snap.collectors:
-            print(f"  {c.name:<20} {c.state.value:<12} {c.duration_s:6.2f}s {c.error}",
-                  file=sys.stderr)
+            print(
+                f"  {c.name:<20} {c.state.value:<12} {c.duration_s:6.2f}s {c.error}",
+                file=sys.stderr,
+            )
     return 0
 
 
@@ -279,8 +311,10 @@ def cmd_rules(args: argparse.Namespace, ap: argparse.ArgumentParser) -> int:
         book = _load_book(args)
         for r in book.rules:
             subject = ",".join(r.iter_kinds) or "node"
-            print(f"{r.id:<40} {r.severity.value:<8} {r.rule.stage.value:<9} {subject:<10} "
-                  f"{r.rulebook}")
+            print(
+                f"{r.id:<40} {r.severity.value:<8} {r.rule.stage.value:<9} {subject:<10} "
+                f"{r.rulebook}"
+            )
         return 0
     if sub == "docs":
         from gpu_triage.engine.docs import rules_markdown
@@ -288,9 +322,9 @@ def cmd_rules(args: argparse.Namespace, ap: argparse.ArgumentParser) -> int:
         _emit(rules_markdown(_load_book(args)), args.out)
         return 0
     if sub == "schema":
-        from gpu_triage.engine.schema import rule_schema_text
+        from gpu_triage.engine.schema import findings_schema_text, rule_schema_text
 
-        _emit(rule_schema_text(), args.out)
+        _emit(rule_schema_text() if args.kind == "rule" else findings_schema_text(), args.out)
         return 0
     ap.parse_args(["rules", "--help"])
     return ExitCode.USAGE

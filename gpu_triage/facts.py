@@ -94,7 +94,9 @@ class HostFacts(FactModel):
     cpu_steal_pct: float | None = fact("%", "CPU time stolen by the hypervisor, all cores")
     cpu_idle_pct: float | None = fact("%", "CPU time idle, all cores")
     busiest_core: int | None = fact("", "id of the busiest core over the window")
-    busiest_core_busy_pct: float | None = fact("%", "busy time (100 - idle - iowait) of the busiest core")
+    busiest_core_busy_pct: float | None = fact(
+        "%", "busy time (100 - idle - iowait) of the busiest core"
+    )
     cores_saturated: int | None = fact("cores", "cores more than 90% busy over the window")
     load_1m: float | None = fact("", "1-minute load average")
     load_5m: float | None = fact("", "5-minute load average")
@@ -114,7 +116,9 @@ class HostFacts(FactModel):
     hugepages_total: int | None = fact("pages", "HugePages_Total")
     hugepages_free: int | None = fact("pages", "HugePages_Free")
     hugepage_size_kib: int | None = fact("KiB", "Hugepagesize")
-    psi_cpu_some_avg10: float | None = fact("%", "PSI cpu some avg10: time some task waited for CPU")
+    psi_cpu_some_avg10: float | None = fact(
+        "%", "PSI cpu some avg10: time some task waited for CPU"
+    )
     psi_io_some_avg10: float | None = fact("%", "PSI io some avg10")
     psi_io_full_avg10: float | None = fact("%", "PSI io full avg10: time all tasks stalled on I/O")
     psi_memory_some_avg10: float | None = fact("%", "PSI memory some avg10")
@@ -245,9 +249,7 @@ class GpuFacts(FactModel):
     retired_pages_dbe: int | None = fact("pages", "pages retired for double-bit errors")
     retired_pages_pending: bool | None = fact("", "a page retirement waits for the next reset")
     remapped_rows_correctable: int | None = fact("rows", "rows remapped for correctable errors")
-    remapped_rows_uncorrectable: int | None = fact(
-        "rows", "rows remapped for uncorrectable errors"
-    )
+    remapped_rows_uncorrectable: int | None = fact("rows", "rows remapped for uncorrectable errors")
     remapped_rows_pending: bool | None = fact("", "a row remap waits for the next GPU reset")
     remapped_rows_failure: bool | None = fact(
         "", "row remapping failed (no spare rows): an RMA criterion"
@@ -331,9 +333,7 @@ class TopoFacts(FactModel):
     b: str | None = fact("", "second device, e.g. GPU3 or NIC0 / mlx5_0")
     a_pci_bus_id: str | None = fact("", "PCI address of the first device when known")
     b_pci_bus_id: str | None = fact("", "PCI address of the second device when known")
-    connection: str | None = fact(
-        "", "X, SYS, NODE, PHB, PXB, PIX or NV<n> (NVLink with n links)"
-    )
+    connection: str | None = fact("", "X, SYS, NODE, PHB, PXB, PIX or NV<n> (NVLink with n links)")
 
 
 class PcieLinkFacts(FactModel):

@@ -78,9 +78,7 @@ def parse_snapshot(text: str, name: str = "<snapshot>") -> Snapshot:
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise SnapshotError(
-            f"{name}:{exc.lineno}:{exc.colno}: not valid JSON: {exc.msg}"
-        ) from None
+        raise SnapshotError(f"{name}:{exc.lineno}:{exc.colno}: not valid JSON: {exc.msg}") from None
     except RecursionError:
         raise SnapshotError(f"{name}: JSON nested too deeply") from None
     if not isinstance(data, dict):
@@ -102,4 +100,6 @@ def parse_snapshot(text: str, name: str = "<snapshot>") -> Snapshot:
 
 
 def dump_snapshot(snapshot: Snapshot) -> str:
-    return snapshot.model_dump_json(indent=2, exclude_none=True, exclude_computed_fields=True) + "\n"
+    return (
+        snapshot.model_dump_json(indent=2, exclude_none=True, exclude_computed_fields=True) + "\n"
+    )

@@ -11,8 +11,14 @@ from __future__ import annotations
 class ParseError(ValueError):
     """Output that could not be parsed; names the source and position."""
 
-    def __init__(self, message: str, *, source: str = "<text>", line: int | None = None,
-                 col: int | None = None) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        source: str = "<text>",
+        line: int | None = None,
+        col: int | None = None,
+    ) -> None:
         self.source, self.line, self.col, self.message = source, line, col, message
         where = source
         if line is not None:

@@ -26,8 +26,11 @@ from gpu_triage.facts import (
     XidEvent,
 )
 
-SETTINGS = settings(max_examples=60, deadline=None,
-                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+SETTINGS = settings(
+    max_examples=60,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 
 
 def verdicts(inp: EvalInput, book, backend) -> list[tuple[str, str, str]]:
@@ -57,16 +60,21 @@ maybe_small = st.one_of(st.none(), st.integers(0, 20))
 def gpus(draw, i: int) -> GpuFacts:
     width_max = draw(st.sampled_from([None, 8, 16]))
     g = GpuFacts(
-        index=i, pci_bus_id=f"0000:{i + 1:02x}:00.0",
-        utilization_gpu_pct=draw(maybe_pct), power_draw_w=draw(st.one_of(
-            st.none(), st.floats(0, 800, allow_nan=False))),
+        index=i,
+        pci_bus_id=f"0000:{i + 1:02x}:00.0",
+        utilization_gpu_pct=draw(maybe_pct),
+        power_draw_w=draw(st.one_of(st.none(), st.floats(0, 800, allow_nan=False))),
         power_limit_w=draw(st.sampled_from([None, 0.0, 300.0, 700.0])),
         temperature_gpu_c=draw(maybe_pct),
-        throttle_hw_thermal_slowdown=draw(maybe_bool), throttle_sw_thermal_slowdown=draw(maybe_bool),
-        throttle_gpu_idle=draw(maybe_bool), throttle_hw_power_brake_slowdown=draw(maybe_bool),
-        pcie_link_width=draw(st.sampled_from([None, 4, 8, 16])), pcie_link_width_max=width_max,
+        throttle_hw_thermal_slowdown=draw(maybe_bool),
+        throttle_sw_thermal_slowdown=draw(maybe_bool),
+        throttle_gpu_idle=draw(maybe_bool),
+        throttle_hw_power_brake_slowdown=draw(maybe_bool),
+        pcie_link_width=draw(st.sampled_from([None, 4, 8, 16])),
+        pcie_link_width_max=width_max,
         nvlink_links_total=draw(st.sampled_from([None, 0, 18])),
-        nvlink_links_active=draw(maybe_small), process_count=draw(maybe_small),
+        nvlink_links_active=draw(maybe_small),
+        process_count=draw(maybe_small),
         mig_mode=draw(maybe_bool),
         recovery_action=draw(st.sampled_from([None, "none", "gpu_reset", "node_reboot"])),
         name=draw(st.sampled_from([None, "NVIDIA H100", "NVIDIA A100", "x'y\"z"])),
@@ -79,14 +87,30 @@ def gpus(draw, i: int) -> GpuFacts:
 @st.composite
 def fact_sets(draw) -> EvalInput:
     n = draw(st.integers(0, 4))
-    host = draw(st.one_of(st.none(), st.builds(
-        HostFacts, cpu_iowait_pct=maybe_pct, busiest_core_busy_pct=maybe_pct,
-        cpu_steal_pct=maybe_pct, mem_available_mib=st.one_of(st.none(), st.floats(0, 1e6)),
-        mem_total_mib=st.sampled_from([None, 1e6]))))
-    xids = draw(st.lists(st.builds(
-        XidEvent, code=st.one_of(st.none(), st.sampled_from([13, 31, 48, 63, 64, 79, 94, 119])),
-        pci_bus_id=st.sampled_from([None, "0000:01:00.0", "0000:02:00.0", "0000:99:00.0"]),
-        line=st.integers(1, 9999)), max_size=5))
+    host = draw(
+        st.one_of(
+            st.none(),
+            st.builds(
+                HostFacts,
+                cpu_iowait_pct=maybe_pct,
+                busiest_core_busy_pct=maybe_pct,
+                cpu_steal_pct=maybe_pct,
+                mem_available_mib=st.one_of(st.none(), st.floats(0, 1e6)),
+                mem_total_mib=st.sampled_from([None, 1e6]),
+            ),
+        )
+    )
+    xids = draw(
+        st.lists(
+            st.builds(
+                XidEvent,
+                code=st.one_of(st.none(), st.sampled_from([13, 31, 48, 63, 64, 79, 94, 119])),
+                pci_bus_id=st.sampled_from([None, "0000:01:00.0", "0000:02:00.0", "0000:99:00.0"]),
+                line=st.integers(1, 9999),
+            ),
+            max_size=5,
+        )
+    )
     facts = Facts(host=host, gpus=[draw(gpus(i)) for i in range(n)], xids=xids)
     unavailable = {}
     from gpu_triage.facts import Unavailable
@@ -105,40 +129,78 @@ def test_builtin_rulebook_on_generated_facts(builtin_book, inp: EvalInput) -> No
 
 # --------------------------------------------------------------------------- generated rules
 
-NUM_FIELDS = ["gpu.utilization_gpu_pct", "gpu.power_draw_w", "gpu.power_draw_pct",
-              "gpu.temperature_gpu_c", "gpu.pcie_link_width", "gpu.process_count",
-              "host.cpu_iowait_pct", "host.busiest_core_busy_pct", "host.mem_available_pct"]
-BOOL_FIELDS = ["gpu.throttle_hw_thermal_slowdown", "gpu.throttle_gpu_idle", "gpu.mig_mode",
-               "concl.hot"]
-AGGS = ["count(xid, code == 79)", "count(xid, code in [48, 63, 64])",
-        "count(xid, pci_bus_id == gpu.pci_bus_id)", "distinct(xid, code)",
-        "max(gpu, temperature_gpu_c)", "sum(gpu, process_count, mig_mode)"]
+NUM_FIELDS = [
+    "gpu.utilization_gpu_pct",
+    "gpu.power_draw_w",
+    "gpu.power_draw_pct",
+    "gpu.temperature_gpu_c",
+    "gpu.pcie_link_width",
+    "gpu.process_count",
+    "host.cpu_iowait_pct",
+    "host.busiest_core_busy_pct",
+    "host.mem_available_pct",
+]
+BOOL_FIELDS = [
+    "gpu.throttle_hw_thermal_slowdown",
+    "gpu.throttle_gpu_idle",
+    "gpu.mig_mode",
+    "concl.hot",
+]
+AGGS = [
+    "count(xid, code == 79)",
+    "count(xid, code in [48, 63, 64])",
+    "count(xid, pci_bus_id == gpu.pci_bus_id)",
+    "distinct(xid, code)",
+    "max(gpu, temperature_gpu_c)",
+    "sum(gpu, process_count, mig_mode)",
+]
 
 
 def numeric() -> st.SearchStrategy[str]:
-    leaf = st.one_of(st.sampled_from(NUM_FIELDS), st.sampled_from(AGGS),
-                     st.integers(-5, 100).map(str), st.floats(0, 100).map(lambda f: f"{f:.2f}"))
-    return st.one_of(leaf, st.tuples(leaf, st.sampled_from(["+", "-", "*", "/"]), leaf).map(
-        lambda t: f"({t[0]} {t[1]} {t[2]})"))
+    leaf = st.one_of(
+        st.sampled_from(NUM_FIELDS),
+        st.sampled_from(AGGS),
+        st.integers(-5, 100).map(str),
+        st.floats(0, 100).map(lambda f: f"{f:.2f}"),
+    )
+    return st.one_of(
+        leaf,
+        st.tuples(leaf, st.sampled_from(["+", "-", "*", "/"]), leaf).map(
+            lambda t: f"({t[0]} {t[1]} {t[2]})"
+        ),
+    )
 
 
 def condition() -> st.SearchStrategy[str]:
-    cmp = st.tuples(numeric(), st.sampled_from(["<", "<=", ">", ">=", "==", "!="]),
-                    numeric()).map(lambda t: f"{t[0]} {t[1]} {t[2]}")
-    membership = st.tuples(st.sampled_from(["gpu.recovery_action"]),
-                           st.sampled_from(["in", "not in"]),
-                           st.lists(st.sampled_from(["none", "gpu_reset", "node_reboot"]),
-                                    max_size=2)).map(
-        lambda t: f"{t[0]} {t[1]} [{', '.join(repr(x) for x in t[2])}]")
-    avail = st.tuples(st.sampled_from(["unavailable", "available"]),
-                      st.sampled_from(NUM_FIELDS + BOOL_FIELDS[:3])).map(
-        lambda t: f"{t[0]}({t[1]})")
-    leaf = st.one_of(cmp, membership, avail, st.sampled_from(BOOL_FIELDS),
-                     st.just("exists(xid, code == 79)"), st.just("gpu.name == \"x'y\\\"z\""))
-    return st.recursive(leaf, lambda inner: st.one_of(
-        inner.map(lambda c: f"not ({c})"),
-        st.tuples(inner, st.sampled_from(["and", "or"]), inner).map(
-            lambda t: f"({t[0]}) {t[1]} ({t[2]})")), max_leaves=6)
+    cmp = st.tuples(numeric(), st.sampled_from(["<", "<=", ">", ">=", "==", "!="]), numeric()).map(
+        lambda t: f"{t[0]} {t[1]} {t[2]}"
+    )
+    membership = st.tuples(
+        st.sampled_from(["gpu.recovery_action"]),
+        st.sampled_from(["in", "not in"]),
+        st.lists(st.sampled_from(["none", "gpu_reset", "node_reboot"]), max_size=2),
+    ).map(lambda t: f"{t[0]} {t[1]} [{', '.join(repr(x) for x in t[2])}]")
+    avail = st.tuples(
+        st.sampled_from(["unavailable", "available"]), st.sampled_from(NUM_FIELDS + BOOL_FIELDS[:3])
+    ).map(lambda t: f"{t[0]}({t[1]})")
+    leaf = st.one_of(
+        cmp,
+        membership,
+        avail,
+        st.sampled_from(BOOL_FIELDS),
+        st.just("exists(xid, code == 79)"),
+        st.just('gpu.name == "x\'y\\"z"'),
+    )
+    return st.recursive(
+        leaf,
+        lambda inner: st.one_of(
+            inner.map(lambda c: f"not ({c})"),
+            st.tuples(inner, st.sampled_from(["and", "or"]), inner).map(
+                lambda t: f"({t[0]}) {t[1]} ({t[2]})"
+            ),
+        ),
+        max_leaves=6,
+    )
 
 
 HOT = """id: gen-hot
@@ -159,7 +221,9 @@ def rulebook_of(conditions: list[str]):
     docs = [HOT] + [
         f"id: gen-{i}\ntitle: generated {i}\nversion: 1\nseverity: info\nstage: FD1\n"
         f"symptom: s\ncause: c\nfix: f\nwhen: '{c.replace(chr(39), chr(39) * 2)}'\n"
-        f"references: [guide/FD1]\n" for i, c in enumerate(conditions)]
+        f"references: [guide/FD1]\n"
+        for i, c in enumerate(conditions)
+    ]
     raw = RawRulebook()
     load_text("---\n".join(docs), "generated.yaml", "generated", raw)
     book, diags = compile_rulebook(raw)
@@ -168,8 +232,10 @@ def rulebook_of(conditions: list[str]):
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
-@given(conds=st.lists(condition(), min_size=1, max_size=12),
-       inputs=st.lists(fact_sets(), min_size=1, max_size=6))
+@given(
+    conds=st.lists(condition(), min_size=1, max_size=12),
+    inputs=st.lists(fact_sets(), min_size=1, max_size=6),
+)
 def test_generated_rules_on_generated_facts(conds: list[str], inputs: list[EvalInput]) -> None:
     book, errors = rulebook_of(conds)
     # type errors are legitimate (e.g. comparing two constants); evaluate what compiled
@@ -183,9 +249,13 @@ def test_generated_rules_on_generated_facts(conds: list[str], inputs: list[EvalI
 
 
 def test_generated_rulebook_compiles_known_forms() -> None:
-    book, errors = rulebook_of(["gpu.power_draw_w / gpu.power_limit_w > 0.5",
-                                "not (gpu.mig_mode or concl.hot)",
-                                "count(xid, pci_bus_id == gpu.pci_bus_id) >= 1"])
+    book, errors = rulebook_of(
+        [
+            "gpu.power_draw_w / gpu.power_limit_w > 0.5",
+            "not (gpu.mig_mode or concl.hot)",
+            "count(xid, pci_bus_id == gpu.pci_bus_id) >= 1",
+        ]
+    )
     assert not errors and len(book.rules) == 4
     assert string.ascii_letters  # keep import used for readability of generated ids
     assert [r.stratum for r in book.rules] == [0, 0, 1, 0]

@@ -26,7 +26,8 @@ def test_input_bound_snapshot(builtin_book, engine: str) -> None:
     top = doc.findings[0]
     assert top.rule_id == "input-bound-pipeline"
     assert {f.subject_key for f in doc.findings if f.rule_id == top.rule_id} == {
-        f"gpu:0000:{0x18 + 0x10 * i:02x}:00.0" for i in range(8)}
+        f"gpu:0000:{0x18 + 0x10 * i:02x}:00.0" for i in range(8)
+    }
     ev = {e.path: e for e in top.evidence}
     assert ev["host.cpu_iowait_pct"].value == 38.0 and ev["host.cpu_iowait_pct"].unit == "%"
     assert ev["gpu.utilization_gpu_pct"].source == "nvml"
@@ -44,8 +45,7 @@ def test_healthy_node_has_nothing_above_info(builtin_book, engine: str) -> None:
 
 @pytest.mark.parametrize("engine", ENGINES)
 def test_unavailable_gpu_collector_is_not_healthy(builtin_book, engine: str) -> None:
-    doc = evaluate(load_snapshot(SNAPSHOTS / "no-gpu-collector.json"), builtin_book,
-                   engine=engine)
+    doc = evaluate(load_snapshot(SNAPSHOTS / "no-gpu-collector.json"), builtin_book, engine=engine)
     assert not doc.findings
     gpu_rules = {r.id for r in builtin_book.rules if "gpu" in r.iter_kinds}
     # Every GPU rule is "cannot evaluate" except the input-bound one, which the healthy
@@ -61,27 +61,44 @@ def test_unavailable_gpu_collector_is_not_healthy(builtin_book, engine: str) -> 
 
 @pytest.mark.parametrize("engine", ENGINES)
 def test_ranking_is_severity_then_stage_then_rule_order(builtin_book, engine: str) -> None:
-    doc = evaluate(load_snapshot(Path("gpu_triage/data/demo-incident.json")), builtin_book,
-                   engine=engine)
+    doc = evaluate(
+        load_snapshot(Path("gpu_triage/data/demo-incident.json")), builtin_book, engine=engine
+    )
     keys = [(f.severity.rank, f.stage.rank) for f in doc.findings]
     assert keys == sorted(keys)
     assert doc.findings[0].rule_id == "xid-79-fallen-off-bus"
     order = [f.rule_id for f in doc.findings if f.severity.value == "warning"]
-    assert order == ["gpu-thermal-throttling", "gpu-shared-by-processes",
-                     "pcie-link-downgraded"]
+    assert order == ["gpu-thermal-throttling", "gpu-shared-by-processes", "pcie-link-downgraded"]
     # a value NVML could not read is evidence of its own, with its reason
     unknown = next(f for f in doc.cannot_evaluate if f.rule_id == "gpu-compute-bound")
     assert unknown.missing[0].reason == "not_supported"
 
 
 def test_two_evaluations_are_independent(builtin_book) -> None:
-    hot = Facts(gpus=[GpuFacts(index=0, pci_bus_id="0000:01:00.0", throttle_hw_thermal_slowdown=True,
-                               throttle_sw_thermal_slowdown=False, throttle_gpu_idle=False)])
-    cool = Facts(gpus=[GpuFacts(index=0, pci_bus_id="0000:01:00.0",
-                                throttle_hw_thermal_slowdown=False,
-                                throttle_sw_thermal_slowdown=False, throttle_gpu_idle=False,
-                                throttle_hw_power_brake_slowdown=False)],
-                 host=HostFacts(cpu_iowait_pct=1.0))
+    hot = Facts(
+        gpus=[
+            GpuFacts(
+                index=0,
+                pci_bus_id="0000:01:00.0",
+                throttle_hw_thermal_slowdown=True,
+                throttle_sw_thermal_slowdown=False,
+                throttle_gpu_idle=False,
+            )
+        ]
+    )
+    cool = Facts(
+        gpus=[
+            GpuFacts(
+                index=0,
+                pci_bus_id="0000:01:00.0",
+                throttle_hw_thermal_slowdown=False,
+                throttle_sw_thermal_slowdown=False,
+                throttle_gpu_idle=False,
+                throttle_hw_power_brake_slowdown=False,
+            )
+        ],
+        host=HostFacts(cpu_iowait_pct=1.0),
+    )
     for engine in ENGINES:
         a = evaluate(EvalInput(hot), builtin_book, engine=engine)
         b = evaluate(EvalInput(cool), builtin_book, engine=engine)
@@ -113,9 +130,20 @@ def test_durable_crash_falls_back_to_reference(builtin_book) -> None:
 
 def test_cli_run_writes_valid_findings(tmp_path: Path) -> None:
     out = tmp_path / "findings.json"
-    proc = subprocess.run([sys.executable, "-m", "gpu_triage", "run", "--snapshot",
-                           str(SNAPSHOTS / "xid79.json"), "--out", str(out)],
-                          capture_output=True, text=True)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "gpu_triage",
+            "run",
+            "--snapshot",
+            str(SNAPSHOTS / "xid79.json"),
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert proc.returncode == 2, proc.stderr  # critical
     doc = FindingsDocument.model_validate_json(out.read_text())
     assert doc.findings[0].rule_id == "xid-79-fallen-off-bus"
@@ -128,35 +156,52 @@ def test_cli_run_writes_valid_findings(tmp_path: Path) -> None:
 def test_cli_bad_snapshot_is_a_clear_error(tmp_path: Path) -> None:
     bad = tmp_path / "bad.json"
     bad.write_text('{"schema_version": 1, "facts": {"gpus": [{"index": "zero"}]}}')
-    proc = subprocess.run([sys.executable, "-m", "gpu_triage", "run", "--snapshot", str(bad)],
-                          capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, "-m", "gpu_triage", "run", "--snapshot", str(bad)],
+        capture_output=True,
+        text=True,
+    )
     assert proc.returncode == 3
     assert str(bad) in proc.stderr and "facts.gpus.0.index" in proc.stderr
     future = tmp_path / "future.json"
     future.write_text('{"schema_version": 99}')
-    proc = subprocess.run([sys.executable, "-m", "gpu_triage", "run", "--snapshot", str(future)],
-                          capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, "-m", "gpu_triage", "run", "--snapshot", str(future)],
+        capture_output=True,
+        text=True,
+    )
     assert proc.returncode == 3 and "unknown snapshot schema_version 99" in proc.stderr
     trunc = tmp_path / "trunc.json"
     trunc.write_text('{"schema_version": 1, "facts": {"gpus": [')
-    proc = subprocess.run([sys.executable, "-m", "gpu_triage", "run", "--snapshot", str(trunc)],
-                          capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, "-m", "gpu_triage", "run", "--snapshot", str(trunc)],
+        capture_output=True,
+        text=True,
+    )
     assert proc.returncode == 3 and f"{trunc}:1:" in proc.stderr
 
 
 def test_cli_explain_fired_and_not_fired() -> None:
     snap = str(SNAPSHOTS / "input-bound.json")
-    fired = subprocess.run([sys.executable, "-m", "gpu_triage", "explain",
-                            "input-bound-pipeline", "--snapshot", snap],
-                           capture_output=True, text=True, check=True).stdout
+    fired = subprocess.run(
+        [sys.executable, "-m", "gpu_triage", "explain", "input-bound-pipeline", "--snapshot", snap],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     assert "GPU 0 (0000:18:00.0): FIRED" in fired
     assert "[true ] host.cpu_iowait_pct > 20    (host.cpu_iowait_pct = 38)" in fired
-    quiet = subprocess.run([sys.executable, "-m", "gpu_triage", "explain",
-                            "pcie-link-downgraded", "--snapshot", snap],
-                           capture_output=True, text=True, check=True).stdout
+    quiet = subprocess.run(
+        [sys.executable, "-m", "gpu_triage", "explain", "pcie-link-downgraded", "--snapshot", snap],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     assert "NOT FIRED" in quiet
-    assert ("first failing clause: gpu.pcie_link_width < gpu.pcie_link_width_max with "
-            "gpu.pcie_link_width = 16, gpu.pcie_link_width_max = 16") in quiet
+    assert (
+        "first failing clause: gpu.pcie_link_width < gpu.pcie_link_width_max with "
+        "gpu.pcie_link_width = 16, gpu.pcie_link_width_max = 16"
+    ) in quiet
 
 
 def test_overlay_changes_params_severity_and_disables(tmp_path: Path) -> None:
@@ -164,7 +209,8 @@ def test_overlay_changes_params_severity_and_disables(tmp_path: Path) -> None:
         "overlay: dc-east\n"
         "params: {input-bound-pipeline.iowait_pct: 50}\n"
         "severity: {pcie-link-downgraded: critical}\n"
-        "disable: [{rule: gpu-compute-bound, reason: noisy here}]\n")
+        "disable: [{rule: gpu-compute-bound, reason: noisy here}]\n"
+    )
     book = load_rulebook([tmp_path])
     assert book.by_id("gpu-compute-bound") is None
     assert "noisy here" in book.disabled["gpu-compute-bound"]
@@ -180,7 +226,8 @@ def test_overlay_out_of_bounds_is_refused(tmp_path: Path) -> None:
     from gpu_triage.engine.loader import RulebookError
 
     (tmp_path / "site.yaml").write_text(
-        "overlay: bad\nparams: {input-bound-pipeline.iowait_pct: 500}\n")
+        "overlay: bad\nparams: {input-bound-pipeline.iowait_pct: 500}\n"
+    )
     with pytest.raises(RulebookError) as exc:
         load_rulebook([tmp_path])
     assert "above the maximum" in str(exc.value) and "site.yaml:2:" in str(exc.value)
@@ -189,8 +236,9 @@ def test_overlay_out_of_bounds_is_refused(tmp_path: Path) -> None:
 def test_site_rule_added_and_named_by_its_rulebook(tmp_path: Path) -> None:
     site = tmp_path / "acme"
     site.mkdir()
-    (site / "hot.yaml").write_text(Path("tests/engine/test_lint.py").read_text().split(
-        'GOOD = """\\\n')[1].split('"""')[0])
+    (site / "hot.yaml").write_text(
+        Path("tests/engine/test_lint.py").read_text().split('GOOD = """\\\n')[1].split('"""')[0]
+    )
     book = load_rulebook([site])
     doc = evaluate(EvalInput(Facts(gpus=[GpuFacts(index=0, temperature_gpu_c=95)])), book)
     hot = next(f for f in doc.findings if f.rule_id == "site-hot-gpu")
@@ -200,12 +248,16 @@ def test_site_rule_added_and_named_by_its_rulebook(tmp_path: Path) -> None:
 def test_conclusion_cycle_is_refused(tmp_path: Path) -> None:
     from gpu_triage.engine.loader import RulebookError
 
-    rule = ("id: {id}\ntitle: cycle {id}\nversion: 1\nseverity: info\nstage: FD1\n"
-            "symptom: s\ncause: c\nfix: f\nwhen: concl.{dep} or gpu.index > 0\n"
-            "concludes: {me}\nreferences: [guide/FD1]\n")
+    rule = (
+        "id: {id}\ntitle: cycle {id}\nversion: 1\nseverity: info\nstage: FD1\n"
+        "symptom: s\ncause: c\nfix: f\nwhen: concl.{dep} or gpu.index > 0\n"
+        "concludes: {me}\nreferences: [guide/FD1]\n"
+    )
     (tmp_path / "cyc.yaml").write_text(
-        rule.format(id="cyc-a", dep="b", me="a") + "---\n" + rule.format(id="cyc-b", dep="a",
-                                                                          me="b"))
+        rule.format(id="cyc-a", dep="b", me="a")
+        + "---\n"
+        + rule.format(id="cyc-b", dep="a", me="b")
+    )
     with pytest.raises(RulebookError) as exc:
         load_rulebook([tmp_path], include_builtin=False)
     assert "cycle" in str(exc.value)

@@ -42,10 +42,12 @@ def test_clean_file_has_no_diagnostics(tmp_path: Path) -> None:
 
 def test_schema_error_bad_expression_and_duplicate_id(tmp_path: Path) -> None:
     bad_schema = GOOD.replace("severity: warning", "severity: loud").replace(
-        "site-hot-gpu", "site-a")
+        "site-hot-gpu", "site-a"
+    )
     bad_expr = GOOD.replace("site-hot-gpu", "site-b").replace(
         "when: gpu.temperature_gpu_c > params.max_c",
-        "when: gpu.temperature_gpu_c > 1 and __import__('os').system('id')")
+        "when: gpu.temperature_gpu_c > 1 and __import__('os').system('id')",
+    )
     dup = GOOD  # site-hot-gpu twice
     f = write(tmp_path, "rules.yaml", "\n---\n".join([GOOD, bad_schema, bad_expr, dup]))
     diags = lint([f])
@@ -86,7 +88,8 @@ def test_unknown_fact_param_and_type_errors(tmp_path: Path) -> None:
     }
     for i, (expr, needle) in enumerate(cases.items()):
         text = GOOD.replace("gpu.temperature_gpu_c > params.max_c", expr).replace(
-            "site-hot-gpu", f"r{i}x")
+            "site-hot-gpu", f"r{i}x"
+        )
         diags = lint([write(tmp_path, f"c{i}.yaml", text)])
         assert any(needle in d.message for d in diags), (expr, [str(d) for d in diags])
 
@@ -109,11 +112,17 @@ def test_yaml_aliases_are_refused(tmp_path: Path) -> None:
 def test_cli_lint_exit_codes(tmp_path: Path) -> None:
     good = write(tmp_path, "good.yaml", GOOD)
     bad = write(tmp_path, "bad.yaml", GOOD.replace("version: 1", "version: zero"))
-    ok = subprocess.run([sys.executable, "-m", "gpu_triage", "rules", "lint", str(good)],
-                        capture_output=True, text=True)
+    ok = subprocess.run(
+        [sys.executable, "-m", "gpu_triage", "rules", "lint", str(good)],
+        capture_output=True,
+        text=True,
+    )
     assert ok.returncode == 0, ok.stdout + ok.stderr
-    ko = subprocess.run([sys.executable, "-m", "gpu_triage", "rules", "lint", str(bad)],
-                        capture_output=True, text=True)
+    ko = subprocess.run(
+        [sys.executable, "-m", "gpu_triage", "rules", "lint", str(bad)],
+        capture_output=True,
+        text=True,
+    )
     assert ko.returncode == 1
     assert re.match(rf"{re.escape(str(bad))}:3:10: error: version", ko.stdout), ko.stdout
 

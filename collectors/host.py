@@ -1,0 +1,589 @@
+"""The node itself, from /proc and /sys: CPU, memory, pressure, disks, NICs, IB ports, PCIe.
+
+Everything is read through ``ctx.path`` so tests can point ``ctx.root`` at a recorded
+tree. Counters (/proc/stat, /proc/vmstat, /proc/diskstats) are read twice,
+``ctx.window_s`` apart; the sleep between them is the only slow part. A file that is
+missing or unreadable leaves just its fields unavailable, with the reason.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import re
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from gpu_triage.collectors.base import CollectContext, CollectorUnavailable
+from gpu_triage.collectors.parsers import ParseError
+from gpu_triage.collectors.parsers.ibstat import (
+    normalize_phys_state,
+    normalize_state,
+    parse_rate_gbps,
+)
+from gpu_triage.collectors.parsers.meminfo import fill_host_from_meminfo, parse_meminfo_kib
+from gpu_triage.collectors.parsers.pressure import parse_pressure
+from gpu_triage.facts import (
+    DiskFacts,
+    FactModel,
+    Facts,
+    HostFacts,
+    IbPortFacts,
+    NicFacts,
+    PcieLinkFacts,
+    Unavailable,
+    UnavailableReason,
+)
+
+NAME = "host"
+SATURATED_BUSY_PCT = 90.0
+NVIDIA_VENDOR = "0x10de"
+GPU_CLASSES = ("0x0300", "0x0302")  # VGA-compatible and 3D controllers
+SECTOR_BYTES = 512  # /proc/diskstats counts 512-byte sectors whatever the device
+_BDF = re.compile(r"^[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]$")
+_NUMBER = re.compile(r"(\d+(?:\.\d+)?)")
+# Partitions and pseudo devices, for when /sys/block cannot tell us what is a disk.
+_NOT_A_DISK = re.compile(
+    r"^(loop\d+|ram\d+|sr\d+|fd\d+|(?:[shv]d|xvd)[a-z]+\d+|nvme\d+n\d+p\d+|mmcblk\d+p\d+)$"
+)
+_CPU_FIELDS = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal")
+
+
+def read_file(path: Path) -> tuple[str | None, Unavailable | None]:
+    """A sysfs/procfs file's text, or why it could not be read."""
+    try:
+        return path.read_text(errors="replace"), None
+    except FileNotFoundError:
+        return None, Unavailable(reason=UnavailableReason.NOT_SUPPORTED, detail=f"no {path}")
+    except PermissionError:
+        return None, Unavailable(reason=UnavailableReason.NO_PERMISSION, detail=f"{path}")
+    except OSError as exc:
+        # EINVAL/EOPNOTSUPP: e.g. a down link's speed, PSI disabled at boot.
+        if exc.errno in (errno.EINVAL, errno.EOPNOTSUPP, errno.ENODEV, errno.ENOTSUP):
+            return None, Unavailable(
+                reason=UnavailableReason.NOT_SUPPORTED, detail=f"{path}: {exc.strerror}"
+            )
+        return None, Unavailable(reason=UnavailableReason.ERROR, detail=f"{path}: {exc}")
+
+
+def _mark(model: FactModel, fields: tuple[str, ...] | list[str], why: Unavailable) -> None:
+    for name in fields:
+        model.mark_unavailable(name, why.reason, why.detail)
+
+
+def _first_number(text: str) -> float | None:
+    m = _NUMBER.search(text)
+    return float(m.group(1)) if m else None
+
+
+def _int_or_none(text: str | None) -> int | None:
+    if text is None:
+        return None
+    try:
+        return int(text.strip(), 0) if text.strip().startswith("0x") else int(text.strip())
+    except ValueError:
+        return None
+
+
+# --------------------------------------------------------------------------- counter samples
+
+
+@dataclass
+class Sample:
+    """One reading of the counter files (None where unreadable)."""
+
+    stat: str | None = None
+    vmstat: str | None = None
+    diskstats: str | None = None
+    errors: dict[str, Unavailable] = field(default_factory=dict)
+    at: float = 0.0
+
+
+def _cpu_times(stat: str) -> dict[str, list[int]]:
+    """'cpu' and 'cpuN' lines of /proc/stat -> the eight busy/idle counters (jiffies)."""
+    out: dict[str, list[int]] = {}
+    for line in stat.splitlines():
+        parts = line.split()
+        if not parts or not parts[0].startswith("cpu"):
+            continue
+        nums = [int(x) for x in parts[1:] if x.isdigit()]
+        # guest/guest_nice are already inside user/nice: leave them out of the total.
+        nums = (nums + [0] * len(_CPU_FIELDS))[: len(_CPU_FIELDS)]
+        out[parts[0]] = nums
+    return out
+
+
+def _vmstat(text: str) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for line in text.splitlines():
+        parts = line.split()
+        if len(parts) == 2 and parts[1].isdigit():
+            out[parts[0]] = int(parts[1])
+    return out
+
+
+def _diskstats(text: str) -> dict[str, list[int]]:
+    out: dict[str, list[int]] = {}
+    for line in text.splitlines():
+        parts = line.split()
+        if len(parts) >= 14 and all(p.isdigit() for p in parts[3:14]):
+            out[parts[2]] = [int(p) for p in parts[3:14]]
+    return out
+
+
+def _pct(part: int, total: int) -> float:
+    return round(100.0 * max(0, part) / total, 2) if total > 0 else 0.0
+
+
+# --------------------------------------------------------------------------- the collector
+
+
+class HostCollector:
+    """CPU, memory, PSI, load, disks, NICs, InfiniBand ports and PCIe links of the node."""
+
+    name = NAME
+    kinds = ("host", "disk", "nic", "ib", "pcie")
+
+    def __init__(self, sleep: Callable[[float], None] | None = None) -> None:
+        # Tests inject a sleep that rewrites the counter files to their second sample.
+        self._sleep = sleep or time.sleep
+
+    def collect(self, ctx: CollectContext, facts: Facts) -> None:
+        if not ctx.path("proc").is_dir():
+            raise CollectorUnavailable(f"no {ctx.path('proc')}: not a Linux host")
+        host = HostFacts(source="/proc, /sys")
+        first = self._sample(ctx)
+        self._sleep(ctx.window_s)
+        second = self._sample(ctx)
+        elapsed = max(second.at - first.at, ctx.window_s)
+
+        self._cpu(host, first, second)
+        self._vm(host, first, second, elapsed)
+        facts.disks = self._disks(ctx, first, second, elapsed)
+        self._identity(ctx, host)
+        self._load(ctx, host)
+        self._memory(ctx, host)
+        self._pressure(ctx, host)
+        self._numa(ctx, host)
+        self._driver(ctx, host)
+        links: dict[str, PcieLinkFacts] = {}
+        self._gpus(ctx, host, links)
+        facts.nics = self._nics(ctx, links)
+        facts.ib_ports = self._ib(ctx, links)
+        facts.pcie_links = list(links.values())
+        facts.host = host
+
+    # ------------------------------------------------------------------ sampling
+
+    def _sample(self, ctx: CollectContext) -> Sample:
+        s = Sample(at=time.monotonic())
+        for attr, rel in (("stat", "stat"), ("vmstat", "vmstat"), ("diskstats", "diskstats")):
+            text, why = read_file(ctx.path("proc", rel))
+            setattr(s, attr, text)
+            if why:
+                s.errors[attr] = why
+        return s
+
+    def _cpu(self, host: HostFacts, a: Sample, b: Sample) -> None:
+        fields = [
+            "cpu_count",
+            "cpu_user_pct",
+            "cpu_system_pct",
+            "cpu_iowait_pct",
+            "cpu_steal_pct",
+            "cpu_idle_pct",
+            "busiest_core",
+            "busiest_core_busy_pct",
+            "cores_saturated",
+        ]
+        if a.stat is None or b.stat is None:
+            _mark(host, fields, a.errors.get("stat") or b.errors["stat"])
+            return
+        t0, t1 = _cpu_times(a.stat), _cpu_times(b.stat)
+        cores = [k for k in t1 if k != "cpu"]
+        host.cpu_count = len(cores) or None
+        deltas = {k: [y - x for x, y in zip(t0[k], t1[k], strict=True)] for k in t1 if k in t0}
+        total = deltas.get("cpu")
+        if not total or sum(max(0, d) for d in total) == 0:
+            _mark(
+                host,
+                fields[1:],
+                Unavailable(
+                    reason=UnavailableReason.ERROR, detail="no CPU time elapsed between samples"
+                ),
+            )
+            return
+        user, nice, system, idle, iowait, irq, softirq, steal = (max(0, d) for d in total)
+        all_ = sum((user, nice, system, idle, iowait, irq, softirq, steal))
+        # user + system + iowait + steal + idle = 100 (nice is user mode, irq/softirq kernel).
+        host.cpu_user_pct = _pct(user + nice, all_)
+        host.cpu_system_pct = _pct(system + irq + softirq, all_)
+        host.cpu_iowait_pct = _pct(iowait, all_)
+        host.cpu_steal_pct = _pct(steal, all_)
+        host.cpu_idle_pct = _pct(idle, all_)
+        busy: dict[int, float] = {}
+        for name in cores:
+            d = [max(0, x) for x in deltas.get(name, [])]
+            if d and sum(d) > 0:
+                busy[int(name[3:])] = round(100.0 - _pct(d[3] + d[4], sum(d)), 2)
+        if busy:
+            top = max(busy, key=lambda c: busy[c])
+            host.busiest_core, host.busiest_core_busy_pct = top, busy[top]
+            host.cores_saturated = sum(1 for v in busy.values() if v > SATURATED_BUSY_PCT)
+
+    def _vm(self, host: HostFacts, a: Sample, b: Sample, elapsed: float) -> None:
+        fields = (
+            "swap_in_pages_s",
+            "swap_out_pages_s",
+            "reclaim_scan_pages_s",
+            "direct_reclaim_pages_s",
+        )
+        if a.vmstat is None or b.vmstat is None:
+            _mark(host, fields, a.errors.get("vmstat") or b.errors["vmstat"])
+            return
+        v0, v1 = _vmstat(a.vmstat), _vmstat(b.vmstat)
+
+        def rate(keys: list[str]) -> float | None:
+            keys = [k for k in keys if k in v0 and k in v1]
+            if not keys:
+                return None
+            return round(sum(max(0, v1[k] - v0[k]) for k in keys) / elapsed, 2)
+
+        def matching(prefix: str) -> list[str]:
+            # pgscan_direct_throttle counts throttling events, not scanned pages.
+            return [k for k in v1 if k.startswith(prefix) and k != "pgscan_direct_throttle"]
+
+        kswapd, direct = rate(matching("pgscan_kswapd")), rate(matching("pgscan_direct"))
+        values = {
+            "swap_in_pages_s": rate(["pswpin"]),
+            "swap_out_pages_s": rate(["pswpout"]),
+            "direct_reclaim_pages_s": direct,
+            "reclaim_scan_pages_s": None
+            if kswapd is None and direct is None
+            else round((kswapd or 0.0) + (direct or 0.0), 2),
+        }
+        for name, val in values.items():
+            if val is None:
+                host.mark_unavailable(
+                    name, UnavailableReason.NOT_SUPPORTED, "counter absent from /proc/vmstat"
+                )
+            else:
+                setattr(host, name, val)
+
+    def _disks(self, ctx: CollectContext, a: Sample, b: Sample, elapsed: float) -> list[DiskFacts]:
+        if a.diskstats is None or b.diskstats is None:
+            return []
+        d0, d1 = _diskstats(a.diskstats), _diskstats(b.diskstats)
+        sys_block = ctx.path("sys", "block")
+        known = {p.name for p in sys_block.iterdir()} if sys_block.is_dir() else None
+        disks: list[DiskFacts] = []
+        for name, now in d1.items():
+            sysname = name.replace("/", "!")  # cciss/c0d0 is cciss!c0d0 in sysfs
+            if name.startswith(("loop", "ram", "zram")) or name not in d0:
+                continue
+            if (known is not None and sysname not in known) or (
+                known is None and _NOT_A_DISK.match(name)
+            ):
+                continue  # a partition
+            was = d0[name]
+            rd, rd_sec, rd_ms, wr, wr_sec, wr_ms, io_ms = (
+                max(0, now[i] - was[i]) for i in (0, 2, 3, 4, 6, 7, 9)
+            )
+            disk = DiskFacts(
+                name=name,
+                source="/proc/diskstats",
+                read_mib_s=round(rd_sec * SECTOR_BYTES / 1024**2 / elapsed, 3),
+                write_mib_s=round(wr_sec * SECTOR_BYTES / 1024**2 / elapsed, 3),
+                read_iops=round(rd / elapsed, 2),
+                write_iops=round(wr / elapsed, 2),
+                read_await_ms=round(rd_ms / rd, 2) if rd else 0.0,
+                write_await_ms=round(wr_ms / wr, 2) if wr else 0.0,
+                util_pct=round(min(100.0, 100.0 * io_ms / (elapsed * 1000.0)), 2),
+            )
+            text, why = read_file(ctx.path("sys", "block", sysname, "queue", "rotational"))
+            if text is not None and text.strip() in ("0", "1"):
+                disk.rotational = text.strip() == "1"
+            else:
+                disk.mark_unavailable(
+                    "rotational",
+                    why.reason if why else UnavailableReason.ERROR,
+                    why.detail if why else text or "",
+                )
+            disks.append(disk)
+        return disks
+
+    # ------------------------------------------------------------------ one-shot files
+
+    def _identity(self, ctx: CollectContext, host: HostFacts) -> None:
+        for fld, rel in (("hostname", "hostname"), ("kernel", "osrelease")):
+            text, why = read_file(ctx.path("proc", "sys", "kernel", rel))
+            if text is not None and text.strip():
+                setattr(host, fld, text.strip())
+            elif why:
+                host.mark_unavailable(fld, why.reason, why.detail)
+
+    def _load(self, ctx: CollectContext, host: HostFacts) -> None:
+        text, why = read_file(ctx.path("proc", "loadavg"))
+        parts = text.split() if text else []
+        try:
+            host.load_1m, host.load_5m, host.load_15m = (float(x) for x in parts[:3])
+        except ValueError:
+            why = why or Unavailable(reason=UnavailableReason.ERROR, detail=f"bad loadavg {text!r}")
+            _mark(host, ("load_1m", "load_5m", "load_15m"), why)
+
+    def _memory(self, ctx: CollectContext, host: HostFacts) -> None:
+        text, why = read_file(ctx.path("proc", "meminfo"))
+        fields = (
+            "mem_total_mib",
+            "mem_available_mib",
+            "swap_total_mib",
+            "swap_used_mib",
+            "hugepages_total",
+            "hugepages_free",
+            "hugepage_size_kib",
+        )
+        if text is None:
+            _mark(host, fields, why or Unavailable(reason=UnavailableReason.ERROR))
+            return
+        ctx.keep_raw(NAME, "/proc/meminfo", text)
+        try:
+            fill_host_from_meminfo(host, parse_meminfo_kib(text, "/proc/meminfo"))
+        except ParseError as exc:
+            _mark(host, fields, Unavailable(reason=UnavailableReason.ERROR, detail=str(exc)))
+
+    def _pressure(self, ctx: CollectContext, host: HostFacts) -> None:
+        wanted = {
+            "cpu": (("some", "psi_cpu_some_avg10"),),
+            "io": (("some", "psi_io_some_avg10"), ("full", "psi_io_full_avg10")),
+            "memory": (("some", "psi_memory_some_avg10"), ("full", "psi_memory_full_avg10")),
+        }
+        for resource, pairs in wanted.items():
+            text, why = read_file(ctx.path("proc", "pressure", resource))
+            if text is None:
+                reason = why or Unavailable(reason=UnavailableReason.ERROR)
+                if reason.reason is UnavailableReason.NOT_SUPPORTED:
+                    reason = Unavailable(
+                        reason=reason.reason, detail="kernel without PSI (CONFIG_PSI, psi=1)"
+                    )
+                _mark(host, [f for _, f in pairs], reason)
+                continue
+            ctx.keep_raw(NAME, f"/proc/pressure/{resource}", text)
+            psi = parse_pressure(text)
+            for kind, fld in pairs:
+                if kind in psi and "avg10" in psi[kind]:
+                    setattr(host, fld, float(psi[kind]["avg10"]))
+                else:
+                    host.mark_unavailable(
+                        fld,
+                        UnavailableReason.NOT_SUPPORTED,
+                        f"no '{kind}' line in /proc/pressure/{resource}",
+                    )
+
+    def _numa(self, ctx: CollectContext, host: HostFacts) -> None:
+        base = ctx.path("sys", "devices", "system", "node")
+        try:
+            nodes = [p for p in base.iterdir() if re.fullmatch(r"node\d+", p.name)]
+        except OSError:
+            host.mark_unavailable(
+                "numa_nodes", UnavailableReason.NOT_SUPPORTED, f"no {base} (kernel without NUMA)"
+            )
+            return
+        host.numa_nodes = len(nodes)
+
+    def _driver(self, ctx: CollectContext, host: HostFacts) -> None:
+        text, why = read_file(ctx.path("proc", "driver", "nvidia", "version"))
+        version = None
+        if text:
+            ctx.keep_raw(NAME, "/proc/driver/nvidia/version", text)
+            line = next((ln for ln in text.splitlines() if "NVRM" in ln), "")
+            m = re.search(r"\s(\d{3,}\.\d+(?:\.\d+)?)\s", line + " ")
+            version = m.group(1) if m else None
+        if version:
+            host.driver_version = version
+        else:
+            detail = "nvidia kernel module not loaded" if why else "no version in the file"
+            host.mark_unavailable(
+                "driver_version", why.reason if why else UnavailableReason.ERROR, detail
+            )
+
+    # ------------------------------------------------------------------ PCI devices
+
+    def _pcie_link(self, ctx: CollectContext, dev: Path, bdf: str, kind: str) -> PcieLinkFacts:
+        link = PcieLinkFacts(pci_bus_id=bdf.lower(), device_class=kind, source=str(dev))
+        for fld, rel, parse in (
+            ("speed_gts", "current_link_speed", _first_number),
+            ("speed_gts_max", "max_link_speed", _first_number),
+            ("width", "current_link_width", lambda t: _int_or_none(t.lstrip("x"))),
+            ("width_max", "max_link_width", lambda t: _int_or_none(t.lstrip("x"))),
+            ("numa_node", "numa_node", _int_or_none),
+        ):
+            text, why = read_file(dev / rel)
+            value = parse(text.strip()) if text is not None else None
+            if value is None:
+                # 'Unknown speed' (device in D3cold, link down) or a missing attribute.
+                link.mark_unavailable(
+                    fld,
+                    why.reason if why else UnavailableReason.NOT_SUPPORTED,
+                    why.detail if why else f"{rel}: {(text or '').strip()}",
+                )
+            else:
+                setattr(link, fld, value)
+        return link
+
+    def _gpus(self, ctx: CollectContext, host: HostFacts, links: dict[str, PcieLinkFacts]) -> None:
+        base = ctx.path("sys", "bus", "pci", "devices")
+        try:
+            devices = sorted(base.iterdir())
+        except OSError as exc:
+            host.mark_unavailable(
+                "gpu_count_pci", UnavailableReason.NOT_SUPPORTED, f"{base}: {exc.strerror}"
+            )
+            return
+        count = 0
+        for dev in devices:
+            vendor, _ = read_file(dev / "vendor")
+            klass, _ = read_file(dev / "class")
+            if not vendor or vendor.strip().lower() != NVIDIA_VENDOR or not klass:
+                continue
+            if not klass.strip().lower().startswith(GPU_CLASSES):
+                continue  # NVSwitch, audio function, ...
+            count += 1
+            links[dev.name.lower()] = self._pcie_link(ctx, dev, dev.name, "gpu")
+        host.gpu_count_pci = count
+
+    def _device_dir(self, ctx: CollectContext, link: Path) -> Path | None:
+        """Where a sysfs link (``device``, ``driver``) leads, or None when it leaves ``ctx.root``.
+
+        sysfs links are relative, so a recorded tree resolves inside its root; a link that
+        escapes it would read the live machine instead, so it counts as absent.
+        """
+        if not os.path.lexists(link):
+            return None
+        resolved = Path(os.path.realpath(link))
+        root = Path(os.path.realpath(ctx.root))
+        if resolved != root and root not in resolved.parents:
+            return None
+        return resolved
+
+    def _pci_dir(self, ctx: CollectContext, link: Path) -> Path | None:
+        """The PCI function directory at or above a ``device`` link (virtio sits below it)."""
+        dev = self._device_dir(ctx, link)
+        while dev is not None and dev != dev.parent and dev != ctx.root:
+            if _BDF.match(dev.name):
+                return dev
+            dev = dev.parent
+        return None
+
+    def _nics(self, ctx: CollectContext, links: dict[str, PcieLinkFacts]) -> list[NicFacts]:
+        base = ctx.path("sys", "class", "net")
+        try:
+            entries = sorted(base.iterdir())
+        except OSError:
+            return []
+        nics: list[NicFacts] = []
+        for iface in entries:
+            if iface.name == "lo" or not (iface / "device").exists():
+                continue  # virtual: bridges, veth, bonds, docker0 have no device link
+            nic = NicFacts(name=iface.name, source=str(iface))
+            text, why = read_file(iface / "speed")
+            speed = _int_or_none(text) if text is not None else None
+            if speed is not None and speed > 0:
+                nic.speed_mbps = float(speed)
+            else:
+                # Reading speed of a down link fails with EINVAL; -1 means unknown.
+                nic.mark_unavailable(
+                    "speed_mbps",
+                    why.reason if why else UnavailableReason.NOT_SUPPORTED,
+                    why.detail if why else f"speed {(text or '').strip()}",
+                )
+            for fld, rel in (
+                ("mtu", "mtu"),
+                ("rx_errors", "statistics/rx_errors"),
+                ("tx_errors", "statistics/tx_errors"),
+                ("rx_dropped", "statistics/rx_dropped"),
+                ("tx_dropped", "statistics/tx_dropped"),
+            ):
+                text, why = read_file(iface / rel)
+                value = _int_or_none(text)
+                if value is None:
+                    nic.mark_unavailable(
+                        fld,
+                        why.reason if why else UnavailableReason.ERROR,
+                        why.detail if why else f"{rel}: {text!r}",
+                    )
+                else:
+                    setattr(nic, fld, value)
+            text, why = read_file(iface / "operstate")
+            if text is not None:
+                nic.operstate = text.strip()
+            elif why:
+                nic.mark_unavailable("operstate", why.reason, why.detail)
+            driver = self._device_dir(ctx, iface / "device" / "driver")
+            if driver is not None:
+                nic.driver = driver.name
+            else:
+                nic.mark_unavailable("driver", UnavailableReason.NOT_SUPPORTED, "no driver link")
+            pci = self._pci_dir(ctx, iface / "device")
+            if pci is not None:
+                nic.pci_bus_id = pci.name.lower()
+                nic.numa_node = _int_or_none(read_file(pci / "numa_node")[0])
+                links.setdefault(nic.pci_bus_id, self._pcie_link(ctx, pci, pci.name, "nic"))
+            else:
+                nic.mark_unavailable(
+                    "pci_bus_id", UnavailableReason.NOT_SUPPORTED, "not a PCI device"
+                )
+            if nic.numa_node is None:
+                nic.mark_unavailable(
+                    "numa_node", UnavailableReason.NOT_SUPPORTED, "no numa_node for the device"
+                )
+            nics.append(nic)
+        return nics
+
+    def _ib(self, ctx: CollectContext, links: dict[str, PcieLinkFacts]) -> list[IbPortFacts]:
+        base = ctx.path("sys", "class", "infiniband")
+        try:
+            cas = sorted(base.iterdir())
+        except OSError:
+            return []  # no RDMA stack: nothing to report, not an error
+        ports: list[IbPortFacts] = []
+        for ca in cas:
+            pci = self._pci_dir(ctx, ca / "device")
+            numa = _int_or_none(read_file(pci / "numa_node")[0]) if pci else None
+            if pci is not None:
+                links.setdefault(pci.name.lower(), self._pcie_link(ctx, pci, pci.name, "nic"))
+            try:
+                port_dirs = sorted((ca / "ports").iterdir(), key=lambda p: p.name)
+            except OSError:
+                continue
+            for pdir in port_dirs:
+                port = IbPortFacts(
+                    ca_name=ca.name,
+                    port=_int_or_none(pdir.name),
+                    source=str(pdir),
+                    pci_bus_id=pci.name.lower() if pci else None,
+                    numa_node=numa,
+                )
+                for fld, rel, parse in (
+                    ("state", "state", normalize_state),
+                    ("phys_state", "phys_state", normalize_phys_state),
+                    ("rate_gbps", "rate", parse_rate_gbps),
+                    ("link_layer", "link_layer", lambda t: (t or "").strip().lower() or None),
+                    ("symbol_errors", "counters/symbol_error", _int_or_none),
+                    ("link_downed", "counters/link_downed", _int_or_none),
+                    ("rcv_errors", "counters/port_rcv_errors", _int_or_none),
+                    ("xmit_discards", "counters/port_xmit_discards", _int_or_none),
+                ):
+                    text, why = read_file(pdir / rel)
+                    value = parse(text.strip()) if text is not None else None
+                    if value is None:
+                        port.mark_unavailable(
+                            fld,
+                            why.reason if why else UnavailableReason.ERROR,
+                            why.detail if why else f"{rel}: {text!r}",
+                        )
+                    else:
+                        setattr(port, fld, value)
+                ports.append(port)
+        return ports

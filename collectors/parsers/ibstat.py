@@ -1,0 +1,101 @@
+"""``ibstat`` (all CAs or one) -> IbPortFacts, plus the CA-level details.
+
+Indentation is not trusted (pastes turn tabs into spaces or drop them): a ``CA '...'``
+line opens a CA, ``Port N:`` opens a port, and ``Key: value`` lines belong to the
+port once one is open. ``ibwarn:`` / ``ibpanic:`` debug lines and anything else
+unrecognised are skipped.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from gpu_triage.facts import IbPortFacts
+
+_CA = re.compile(r"^\s*CA:?\s+'([^']+)'\s*$")  # `ibstat CA PORT` prints "CA: 'mlx5_0'"
+_PORT = re.compile(r"^\s*Port\s+(\d+)\s*:\s*$")
+_KV = re.compile(r"^\s*([A-Za-z][A-Za-z ]*?)\s*:\s*(.*?)\s*$")
+_RATE = re.compile(r"(\d+(?:\.\d+)?)")
+_NOISE = ("ibwarn:", "ibpanic:", "ibdebug:")
+# Logical port states as ibstat and sysfs print them -> the names rules use.
+_STATES = {"initializing": "init", "initialize": "init", "active_defer": "active"}
+
+
+@dataclass
+class IbCa:
+    """One HCA: its ``Key: value`` lines (keys as printed) and its ports."""
+
+    name: str
+    fields: dict[str, str] = field(default_factory=dict)
+    ports: dict[int, dict[str, str]] = field(default_factory=dict)
+
+
+def normalize_state(text: str | None) -> str | None:
+    """'4: ACTIVE' / 'Active' -> 'active'; 'Initializing' -> 'init'."""
+    if not text:
+        return None
+    word = text.split(":", 1)[-1].strip().lower().replace(" ", "_")
+    return _STATES.get(word, word) or None
+
+
+def normalize_phys_state(text: str | None) -> str | None:
+    """'5: LinkUp' / 'LinkUp' -> 'linkup'; 'Phy Test' -> 'phytest'."""
+    if not text:
+        return None
+    return text.split(":", 1)[-1].strip().lower().replace(" ", "") or None
+
+
+def parse_rate_gbps(text: str | None) -> float | None:
+    """'200' (ibstat) or '200 Gb/sec (4X HDR)' (sysfs) -> 200.0."""
+    if not text:
+        return None
+    m = _RATE.search(text)
+    return float(m.group(1)) if m else None
+
+
+def parse_ibstat_cas(text: str) -> list[IbCa]:
+    """The CAs of ibstat output with their fields and ports, as printed."""
+    cas: list[IbCa] = []
+    port: dict[str, str] | None = None
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line or line.startswith(_NOISE):
+            continue
+        m = _CA.match(line)
+        if m:
+            cas.append(IbCa(name=m.group(1)))
+            port = None
+            continue
+        m = _PORT.match(line)
+        if m and not cas:
+            cas.append(IbCa(name=""))  # a pasted port block without its CA line
+        if not cas:
+            continue
+        if m:
+            port = cas[-1].ports.setdefault(int(m.group(1)), {})
+            continue
+        m = _KV.match(line)
+        if m:
+            (port if port is not None else cas[-1].fields)[m.group(1)] = m.group(2)
+    return cas
+
+
+def parse_ibstat(text: str, source: str = "ibstat") -> list[IbPortFacts]:
+    """One IbPortFacts per port; empty when the text holds no CA block."""
+    ports: list[IbPortFacts] = []
+    for ca in parse_ibstat_cas(text):
+        for num, kv in sorted(ca.ports.items()):
+            layer = kv.get("Link layer")
+            ports.append(
+                IbPortFacts(
+                    source=source,
+                    ca_name=ca.name or None,
+                    port=num,
+                    state=normalize_state(kv.get("State")),
+                    phys_state=normalize_phys_state(kv.get("Physical state")),
+                    rate_gbps=parse_rate_gbps(kv.get("Rate")),
+                    link_layer=layer.lower() if layer else None,
+                )
+            )
+    return ports

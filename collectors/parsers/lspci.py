@@ -1,0 +1,124 @@
+"""Parser for ``lspci -vv`` link status: ``LnkCap`` (capability) and ``LnkSta`` (current).
+
+Reads full device blocks (``3b:00.0 3D controller: NVIDIA ...``) and header-less
+fragments such as ``lspci -s BUS -vv | egrep 'LnkCap|LnkSta'``. Values are reported
+as printed: a GPU idling at 2.5GT/s is saving power, not faulty; rules decide.
+"""
+
+from __future__ import annotations
+
+import re
+
+from gpu_triage.collectors.parsers import ParseError
+from gpu_triage.collectors.parsers.nvidia_smi import (
+    MAX_LINE_CHARS,
+    as_text,
+    normalize_pci_bus_id,
+)
+from gpu_triage.facts import PcieLinkFacts, UnavailableReason
+
+__all__ = ["device_class", "parse_lspci_vv"]
+
+_HEADER_RE = re.compile(
+    r"^\s{0,3}((?:[0-9A-Fa-f]{4,8}:)?[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7])\s+"
+    r"([^:\[]+?)(?:\s*\[[0-9A-Fa-f]{4}\])?:\s*(.*)$"
+)
+_LNK_RE = re.compile(r"^\s*(LnkCap|LnkSta):\s*(.*)$")
+_SPEED_RE = re.compile(r"Speed\s+(?:([\d.]+)\s*(?:GT|Gb)/s|(unknown))", re.I)
+_WIDTH_RE = re.compile(r"Width\s+x(\d+)", re.I)
+_NUMA_RE = re.compile(r"\bNUMA node:?\s*(-?\d+)")
+
+
+def device_class(class_text: str, description: str) -> str:
+    """gpu, nic, nvme, bridge or other, from the lspci class and vendor text."""
+    c = class_text.lower()
+    if ("vga" in c or "3d controller" in c or "display controller" in c) and (
+        "nvidia" in description.lower()
+    ):
+        return "gpu"
+    if "ethernet" in c or "infiniband" in c or "network controller" in c:
+        return "nic"
+    if "non-volatile memory" in c:
+        return "nvme"
+    if "bridge" in c:
+        return "bridge"
+    return "other"
+
+
+def _link(fact: PcieLinkFacts, kind: str, value: str) -> None:
+    speed_field = "speed_gts_max" if kind == "LnkCap" else "speed_gts"
+    width_field = "width_max" if kind == "LnkCap" else "width"
+    sm = _SPEED_RE.search(value)
+    if sm and sm.group(1):
+        setattr(fact, speed_field, float(sm.group(1)))
+    elif sm:
+        # old lspci does not know newer speeds (32GT/s): 'Speed unknown'
+        fact.mark_unavailable(speed_field, UnavailableReason.NOT_SUPPORTED, "Speed unknown")
+    wm = _WIDTH_RE.search(value)
+    if wm:
+        setattr(fact, width_field, int(wm.group(1)))
+
+
+def parse_lspci_vv(text: str | bytes, source: str = "<text>") -> list[PcieLinkFacts]:
+    """Parse ``lspci -vv`` (or LnkCap/LnkSta fragments) into one entry per PCIe link.
+
+    Devices without a link (no Express capability) are left out, except GPUs, NICs
+    and NVMe drives whose capabilities lspci could not read (``<access denied>``).
+    Raises :class:`ParseError` when the text has neither device headers nor link lines.
+    """
+    text = as_text(text)
+    out: list[PcieLinkFacts] = []
+    cur: PcieLinkFacts | None = None
+    cur_has_link = False
+    denied = False
+    seen_header = False
+
+    def flush() -> None:
+        if cur is None:
+            return
+        if cur_has_link:
+            out.append(cur)
+        elif denied and cur.device_class in ("gpu", "nic", "nvme"):
+            for name in ("speed_gts", "speed_gts_max", "width", "width_max"):
+                cur.mark_unavailable(name, UnavailableReason.NO_PERMISSION, "<access denied>")
+            out.append(cur)
+
+    for raw_line in text.splitlines():
+        if len(raw_line) > MAX_LINE_CHARS:
+            continue
+        line = raw_line.expandtabs(8).rstrip()
+        hm = _HEADER_RE.match(line)
+        if hm:
+            flush()
+            seen_header, denied, cur_has_link = True, False, False
+            cur = PcieLinkFacts(
+                pci_bus_id=normalize_pci_bus_id(hm.group(1)),
+                device_class=device_class(hm.group(2), hm.group(3)),
+                source=source,
+            )
+            continue
+        lm = _LNK_RE.match(line)
+        if lm:
+            kind = lm.group(1)
+            field_name = "speed_gts_max" if kind == "LnkCap" else "speed_gts"
+            already = cur is not None and (
+                getattr(cur, field_name) is not None or field_name in cur.unavailable
+            )
+            if cur is None or (already and not seen_header):
+                # header-less fragment: each LnkCap/LnkSta pair is one link
+                flush()
+                cur, cur_has_link, denied = PcieLinkFacts(source=source), False, False
+            _link(cur, kind, lm.group(2))
+            cur_has_link = True
+            continue
+        if cur is None:
+            continue
+        nm = _NUMA_RE.search(line)
+        if nm:
+            cur.numa_node = int(nm.group(1))
+        elif "<access denied>" in line:
+            denied = True
+    flush()
+    if not out and not seen_header and text.strip():
+        raise ParseError("no lspci device headers or LnkCap/LnkSta lines", source=source)
+    return out

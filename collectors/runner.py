@@ -1,0 +1,260 @@
+"""Run every collector at once, each under its own deadline, and merge what they found.
+
+Each collector runs in its own daemon thread, into its own fresh :class:`Facts`, with its
+own copy of the context (so its raw outputs stay its own). A collector that overruns its
+deadline is recorded as ``timed_out`` and its thread abandoned: the commands it runs carry
+their own timeouts and are killed with their process group, so nothing it started
+outlives them for long. Total wall time is the window plus the largest budget, at most.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import queue
+import socket
+import threading
+import time
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from gpu_triage.collectors.base import CollectContext, Collector, CollectorUnavailable
+from gpu_triage.collectors.nvml import NvmlCollector, normalize_bus_id
+from pydantic import BaseModel
+
+from gpu_triage.catalog import kinds as catalog_kinds
+from gpu_triage.facts import FactModel, Facts
+from gpu_triage.snapshot import CollectorState, CollectorStatus, RawOutput, Snapshot
+
+# Time a collector gets beyond the sampling window when neither the caller nor the
+# collector (attribute ``budget_s``) says otherwise: one command timeout plus slack.
+DEFAULT_BUDGET_S = 15.0
+
+ProgressFn = Callable[[str, CollectorState | None], None]
+
+
+def default_collectors() -> list[Collector]:
+    """Every collector of a live node, in merge order (first non-None value wins)."""
+    out: list[Collector] = [NvmlCollector()]
+    # Imported here so this module works whichever collectors are installed.
+    for module, names in (
+        ("kernel_log", ("KernelLogCollector",)),
+        ("host", ("HostCollector",)),
+        ("scheduler", ("KubernetesCollector", "ContainerRuntimeCollector", "SlurmCollector")),
+    ):
+        for cls_name in names:
+            try:
+                mod = importlib.import_module(f"gpu_triage.collectors.{module}")
+                out.append(getattr(mod, cls_name)())
+            except (ImportError, AttributeError) as exc:
+                out.append(_MissingCollector(_snake(cls_name.removesuffix("Collector")), exc))
+    return out
+
+
+def _snake(name: str) -> str:
+    return "".join(f"_{c.lower()}" if c.isupper() else c for c in name).lstrip("_")
+
+
+class _MissingCollector:
+    """Stands in for a collector whose module cannot be imported: recorded as failed."""
+
+    kinds: tuple[str, ...] = ()
+
+    def __init__(self, name: str, exc: Exception) -> None:
+        self.name = name
+        self._exc = exc
+
+    def collect(self, ctx: CollectContext, facts: Facts) -> None:
+        raise RuntimeError(f"collector not installed: {type(self._exc).__name__}: {self._exc}")
+
+
+@dataclasses.dataclass
+class _Run:
+    collector: Collector
+    name: str
+    ctx: CollectContext
+    facts: Facts
+    started: float
+    deadline: float
+    state: CollectorState | None = None
+    error: str = ""
+    duration_s: float = 0.0
+
+
+def collect_snapshot(
+    collectors: Sequence[Collector] | None = None,
+    ctx: CollectContext | None = None,
+    *,
+    timeout_s: float | None = None,
+    progress: ProgressFn | None = None,
+    description: str = "",
+) -> Snapshot:
+    """Run ``collectors`` concurrently and return one merged :class:`Snapshot`.
+
+    ``timeout_s`` is each collector's budget beyond ``ctx.window_s`` (default: the
+    collector's ``budget_s`` attribute, else :data:`DEFAULT_BUDGET_S`). ``progress`` is
+    called with ``(name, None)`` when a collector starts and ``(name, state)`` when it
+    ends or times out, always from the calling thread.
+    """
+    collectors = list(default_collectors() if collectors is None else collectors)
+    ctx = ctx or CollectContext()
+    taken_at = datetime.now(UTC)
+    done: queue.Queue[_Run] = queue.Queue()
+    runs: list[_Run] = []
+    for col in collectors:
+        budget = timeout_s if timeout_s is not None else getattr(col, "budget_s", None)
+        budget = DEFAULT_BUDGET_S if budget is None else float(budget)
+        name = str(getattr(col, "name", type(col).__name__))
+        run = _Run(
+            collector=col,
+            name=name,
+            ctx=dataclasses.replace(ctx, raw=[]),  # its own raw list: no interleaving
+            facts=Facts(),
+            started=time.monotonic(),
+            deadline=time.monotonic() + max(ctx.window_s, 0.0) + max(budget, 0.0),
+        )
+        runs.append(run)
+        if progress:
+            progress(name, None)
+        threading.Thread(
+            target=_run_one, args=(run, done), name=f"collector-{name}", daemon=True
+        ).start()
+
+    pending = {id(r): r for r in runs}
+    while pending:
+        now = time.monotonic()
+        next_deadline = min(r.deadline for r in pending.values())
+        try:
+            finished = done.get(timeout=max(next_deadline - now, 0.0))
+        except queue.Empty:
+            finished = None
+        if finished is not None and id(finished) in pending:
+            del pending[id(finished)]
+            if progress:
+                progress(finished.name, finished.state)
+        now = time.monotonic()
+        for key, r in list(pending.items()):
+            if now >= r.deadline:
+                # Abandon the thread: its daemon status keeps it from holding up exit.
+                r.state = CollectorState.TIMED_OUT
+                r.duration_s = now - r.started
+                r.error = f"did not finish within {r.deadline - r.started:.1f}s"
+                del pending[key]
+                if progress:
+                    progress(r.name, r.state)
+
+    facts = Facts()
+    statuses: list[CollectorStatus] = []
+    raw: list[RawOutput] = list(ctx.raw)
+    for r in runs:
+        produced: list[str] = []
+        if r.state is CollectorState.OK:
+            produced = _merge(facts, r.facts, tuple(getattr(r.collector, "kinds", ())))
+        # A timed-out collector's raw list may still grow: copy what is there now.
+        raw.extend(list(r.ctx.raw))
+        statuses.append(
+            CollectorStatus(
+                name=r.name,
+                state=r.state or CollectorState.TIMED_OUT,
+                duration_s=round(r.duration_s, 3),
+                error=r.error,
+                kinds=produced,
+            )
+        )
+    tie_to_gpus(facts)
+    hostname = (facts.host.hostname if facts.host else None) or socket.gethostname()
+    ctx.raw[:] = raw
+    return Snapshot(
+        taken_at=taken_at,
+        hostname=hostname,
+        window_s=ctx.window_s,
+        description=description,
+        facts=facts,
+        collectors=statuses,
+        raw=raw,
+    )
+
+
+def _run_one(run: _Run, done: queue.Queue[_Run]) -> None:
+    try:
+        run.collector.collect(run.ctx, run.facts)
+        run.state = CollectorState.OK
+    except CollectorUnavailable as exc:
+        run.state = CollectorState.UNAVAILABLE
+        run.error = str(exc)
+    except Exception as exc:  # noqa: BLE001 - one collector's crash must not end the rest
+        run.state = CollectorState.FAILED
+        run.error = f"{type(exc).__name__}: {exc}"
+    run.duration_s = time.monotonic() - run.started
+    done.put(run)
+
+
+def _merge(into: Facts, part: Facts, declared: tuple[str, ...]) -> list[str]:
+    """Merge the declared kinds of ``part`` into ``into``; return the kinds it produced."""
+    produced: list[str] = []
+    catalog = catalog_kinds()
+    for kind in declared:
+        info = catalog.get(kind)
+        if info is None:
+            continue  # a kind the catalogue does not know: nothing rules could use
+        value: Any = getattr(part, info.attr)
+        if info.singleton:
+            if value is None:
+                continue
+            produced.append(kind)
+            current = getattr(into, info.attr)
+            if current is None:
+                setattr(into, info.attr, value)
+            else:
+                _merge_fields(current, value)
+        elif value:
+            produced.append(kind)
+            getattr(into, info.attr).extend(value)
+    return produced
+
+
+def _merge_fields(into: BaseModel, part: BaseModel) -> None:
+    """Field by field, the first non-None value wins; reasons only for still-missing fields.
+
+    Used for every singleton kind: ``host`` and ``scheduler`` are each filled by several
+    collectors (kubernetes, container runtime and slurm all write ``scheduler``).
+    """
+    for name in type(part).model_fields:
+        if name in ("unavailable", "source"):
+            continue
+        if getattr(into, name) is None and getattr(part, name) is not None:
+            setattr(into, name, getattr(part, name))
+    if isinstance(into, FactModel) and isinstance(part, FactModel):
+        for name, why in part.unavailable.items():
+            if name not in into.unavailable and getattr(into, name, None) is None:
+                into.unavailable[name] = why
+        for name in list(into.unavailable):
+            if getattr(into, name, None) is not None:
+                del into.unavailable[name]
+        if part.source and part.source not in into.source.split(","):
+            into.source = f"{into.source},{part.source}" if into.source else part.source
+
+
+def _bus_key(text: str | None) -> str | None:
+    return normalize_bus_id(text) if text else None
+
+
+def tie_to_gpus(facts: Facts) -> None:
+    """Set ``gpu_index`` on events, processes and links from the GPU with the same PCI id."""
+    by_bus: dict[str, int] = {}
+    for gpu in facts.gpus:
+        key = _bus_key(gpu.pci_bus_id)
+        if key is not None and gpu.index is not None:
+            by_bus.setdefault(key, gpu.index)
+    if not by_bus:
+        return
+    for info in catalog_kinds().values():
+        if info.gpu_key is None or info.singleton:
+            continue
+        for item in getattr(facts, info.attr):
+            if getattr(item, "gpu_index", None) is not None:
+                continue
+            key = _bus_key(getattr(item, info.gpu_key, None))
+            if key is not None and key in by_bus:
+                item.gpu_index = by_bus[key]

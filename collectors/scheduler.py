@@ -1,0 +1,351 @@
+"""Schedulers and container runtimes around the GPUs: Kubernetes, Docker/containerd, Slurm.
+
+Each asks its tool about this node only. A tool that is not installed makes its
+collector unavailable; a tool that answers with an error leaves the fields
+unavailable with the reason, so the rules can tell "no GPUs advertised" (0) from
+"could not ask" (None).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import socket
+from typing import Any
+
+from gpu_triage.collectors.base import CollectContext, CollectorUnavailable, CommandResult
+from gpu_triage.facts import Facts, SchedulerFacts, UnavailableReason
+
+GPU_RESOURCE = "nvidia.com/gpu"
+COMMAND_TIMEOUT_S = 8.0  # per command; a hung API server must not eat the whole budget
+
+
+def node_names(ctx: CollectContext, override: str | None = None) -> list[str]:
+    """Names to ask for: the given one, else the hostname and its short form."""
+    if override:
+        return [override]
+    try:
+        host = ctx.path("proc", "sys", "kernel", "hostname").read_text().strip()
+    except OSError:
+        host = ""
+    host = host or socket.gethostname()
+    short = host.split(".")[0]
+    return [host] if short == host else [host, short]
+
+
+def _failure_reason(res: CommandResult) -> tuple[UnavailableReason, str]:
+    if res.timed_out:
+        return UnavailableReason.TIMED_OUT, f"{' '.join(res.argv)} timed out"
+    err = (res.stderr or res.stdout).strip().splitlines()
+    detail = err[-1] if err else f"exit status {res.returncode}"
+    if res.denied or "forbidden" in detail.lower():
+        return UnavailableReason.NO_PERMISSION, detail
+    return UnavailableReason.ERROR, detail
+
+
+def _int(value: Any) -> int:
+    try:
+        return int(str(value).strip())
+    except (TypeError, ValueError):
+        return 0
+
+
+def pod_gpu_request(pod: dict[str, Any]) -> int:
+    """GPUs a pod holds: max(sum over containers, largest init container).
+
+    For extended resources a limit without a request implies the same request.
+    """
+
+    def gpus(container: dict[str, Any]) -> int:
+        res = container.get("resources") or {}
+        req = (res.get("requests") or {}).get(GPU_RESOURCE)
+        lim = (res.get("limits") or {}).get(GPU_RESOURCE)
+        return _int(req if req is not None else lim)
+
+    spec = pod.get("spec") or {}
+    app = sum(gpus(c) for c in spec.get("containers") or [])
+    init = max((gpus(c) for c in spec.get("initContainers") or []), default=0)
+    return max(app, init)
+
+
+def _unschedulable_for_gpu(pod: dict[str, Any]) -> bool:
+    for cond in (pod.get("status") or {}).get("conditions") or []:
+        if cond.get("type") == "PodScheduled" and cond.get("status") == "False":
+            return GPU_RESOURCE in (cond.get("message") or "")
+    return False
+
+
+class KubernetesCollector:
+    """GPU capacity of this node and the GPU pods on (or waiting for) it, via kubectl."""
+
+    name = "kubernetes"
+    kinds = ("scheduler",)
+    budget_s = 3 * COMMAND_TIMEOUT_S + 2.0
+
+    def __init__(self, node_name: str | None = None) -> None:
+        self._node_name = node_name
+
+    def _kubectl(self, ctx: CollectContext, args: list[str]) -> CommandResult:
+        timeout = min(ctx.command_timeout_s, COMMAND_TIMEOUT_S)
+        argv = ["kubectl", *args, f"--request-timeout={int(timeout)}s"]
+        res = ctx.run(self.name, argv, timeout)
+        if res.missing:
+            raise CollectorUnavailable("kubectl not found")
+        return res
+
+    def collect(self, ctx: CollectContext, facts: Facts) -> None:
+        sched = SchedulerFacts(source="kubectl")
+        node_fields = ("k8s_node_gpu_capacity", "k8s_node_gpu_allocatable")
+        node: dict[str, Any] | None = None
+        name = ""
+        res: CommandResult | None = None
+        for name in node_names(ctx, self._node_name):
+            res = self._kubectl(ctx, ["get", "node", name, "-o", "json"])
+            if res.ok or "NotFound" not in res.stderr:
+                break
+        assert res is not None
+        if not res.ok:
+            if "NotFound" in res.stderr:
+                raise CollectorUnavailable(f"node {name} is not part of the cluster kubectl sees")
+            reason, detail = _failure_reason(res)
+            if "refused" in detail or "no configuration" in detail.lower():
+                raise CollectorUnavailable(f"kubectl cannot reach a cluster: {detail}")
+            for fld in node_fields:
+                sched.mark_unavailable(fld, reason, detail)
+        else:
+            node = self._json(res, sched, node_fields)
+        if node is not None:
+            status = node.get("status") or {}
+            # An absent resource means the device plugin never registered: 0, not unknown.
+            sched.k8s_node_gpu_capacity = _int((status.get("capacity") or {}).get(GPU_RESOURCE))
+            sched.k8s_node_gpu_allocatable = _int(
+                (status.get("allocatable") or {}).get(GPU_RESOURCE)
+            )
+
+        pod_fields = ("k8s_gpu_requested", "k8s_pods_with_gpu", "k8s_pods_pending_gpu")
+        res = self._kubectl(
+            ctx, ["get", "pods", "-A", "--field-selector", f"spec.nodeName={name}", "-o", "json"]
+        )
+        pods = self._json(res, sched, pod_fields) if res.ok else None
+        if not res.ok:
+            reason, detail = _failure_reason(res)
+            for fld in pod_fields:
+                sched.mark_unavailable(fld, reason, detail)
+        pending_here = 0
+        if pods is not None:
+            # Finished pods no longer hold their GPUs.
+            live = [
+                p
+                for p in pods.get("items") or []
+                if (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
+            ]
+            requests = [pod_gpu_request(p) for p in live]
+            sched.k8s_gpu_requested = sum(requests)
+            sched.k8s_pods_with_gpu = sum(1 for r in requests if r > 0)
+            pending_here = sum(
+                1
+                for p, r in zip(live, requests, strict=True)
+                if r > 0 and (p.get("status") or {}).get("phase") == "Pending"
+            )
+
+        # Pods the scheduler could not place for want of a GPU are bound to no node.
+        res = self._kubectl(
+            ctx,
+            [
+                "get",
+                "pods",
+                "-A",
+                "--field-selector",
+                "spec.nodeName=,status.phase=Pending",
+                "-o",
+                "json",
+            ],
+        )
+        if pods is not None and res.ok:
+            unbound = self._json(res, sched, ("k8s_pods_pending_gpu",))
+            if unbound is not None:
+                waiting = [
+                    p
+                    for p in unbound.get("items") or []
+                    if pod_gpu_request(p) > 0 and _unschedulable_for_gpu(p)
+                ]
+                sched.k8s_pods_pending_gpu = pending_here + len(waiting)
+        elif pods is not None:
+            reason, detail = _failure_reason(res)
+            sched.mark_unavailable("k8s_pods_pending_gpu", reason, detail)
+        facts.scheduler = sched
+
+    @staticmethod
+    def _json(
+        res: CommandResult, sched: SchedulerFacts, fields: tuple[str, ...]
+    ) -> dict[str, Any] | None:
+        try:
+            doc = json.loads(res.stdout)
+        except ValueError as exc:
+            for fld in fields:
+                sched.mark_unavailable(fld, UnavailableReason.ERROR, f"kubectl output: {exc}")
+            return None
+        return doc if isinstance(doc, dict) else None
+
+
+# --------------------------------------------------------------------------- container runtime
+
+_CONTAINERD_NVIDIA = re.compile(
+    r"""runtimes\.["']?nvidia|nvidia-container-runtime|default_runtime_name\s*=\s*["']nvidia"""
+)
+
+
+def _uncommented(text: str) -> str:
+    return "\n".join(ln for ln in text.splitlines() if not ln.lstrip().startswith("#"))
+
+
+def docker_uses_nvidia(text: str) -> bool:
+    """daemon.json registers the nvidia runtime (or makes it the default)."""
+    try:
+        doc = json.loads(text)
+    except ValueError:
+        return "nvidia-container-runtime" in text  # hand-edited, not valid JSON
+    if not isinstance(doc, dict):
+        return False
+    runtimes = doc.get("runtimes") or {}
+    paths = [str((r or {}).get("path", "")) for r in runtimes.values() if isinstance(r, dict)]
+    return (
+        "nvidia" in runtimes
+        or doc.get("default-runtime") == "nvidia"
+        or any("nvidia-container-runtime" in p for p in paths)
+    )
+
+
+def containerd_uses_nvidia(text: str) -> bool:
+    """A containerd (or CRI-O) config declares an nvidia runtime."""
+    return _CONTAINERD_NVIDIA.search(_uncommented(text)) is not None
+
+
+class ContainerRuntimeCollector:
+    """Is a container runtime wired to the NVIDIA container toolkit?"""
+
+    name = "container_runtime"
+    kinds = ("scheduler",)
+
+    def _read(self, ctx: CollectContext, *parts: str) -> str | None:
+        path = ctx.path(*parts)
+        try:
+            text = path.read_text(errors="replace")
+        except OSError:
+            return None
+        ctx.keep_raw(self.name, "/" + "/".join(parts), text)
+        return text
+
+    def _dropins(self, ctx: CollectContext, *parts: str) -> list[tuple[str, str]]:
+        folder = ctx.path(*parts)
+        try:
+            files = sorted(p for p in folder.iterdir() if p.is_file())
+        except OSError:
+            return []
+        out = []
+        for f in files:
+            text = self._read(ctx, *parts, f.name)
+            if text is not None:
+                out.append(("/" + "/".join([*parts, f.name]), text))
+        return out
+
+    def collect(self, ctx: CollectContext, facts: Facts) -> None:
+        configs: list[tuple[str, str, bool]] = []  # (path, runtime, nvidia?)
+        docker = self._read(ctx, "etc", "docker", "daemon.json")
+        if docker is not None:
+            configs.append(("/etc/docker/daemon.json", "docker", docker_uses_nvidia(docker)))
+        files: list[tuple[str, str]] = []
+        main = self._read(ctx, "etc", "containerd", "config.toml")
+        if main is not None:
+            files.append(("/etc/containerd/config.toml", main))
+        files += self._dropins(ctx, "etc", "containerd", "conf.d")
+        crio = self._read(ctx, "etc", "crio", "crio.conf")
+        if crio is not None:
+            files.append(("/etc/crio/crio.conf", crio))
+        files += self._dropins(ctx, "etc", "crio", "crio.conf.d")
+        for path, text in files:
+            runtime = "cri-o" if "/crio/" in path else "containerd"
+            configs.append((path, runtime, containerd_uses_nvidia(text)))
+
+        tools: list[str] = []
+        for argv in (["nvidia-ctk", "--version"], ["nvidia-container-cli", "info"]):
+            res = ctx.run(self.name, argv, min(ctx.command_timeout_s, 10.0))
+            if not res.missing:
+                tools.append(argv[0])
+        if not configs and not tools:
+            raise CollectorUnavailable(
+                "no Docker/containerd/CRI-O configuration and no NVIDIA container toolkit"
+            )
+        wired = [f"{path} ({runtime})" for path, runtime, nvidia in configs if nvidia]
+        sched = SchedulerFacts(
+            source="; ".join(
+                [
+                    f"nvidia runtime in: {', '.join(wired) or 'none'}",
+                    f"toolkit: {', '.join(tools) or 'not installed'}",
+                ]
+            )
+        )
+        # A runtime entry pointing at an uninstalled toolkit fails at container start.
+        sched.container_runtime_nvidia = bool(wired) and bool(tools)
+        facts.scheduler = sched
+
+
+# --------------------------------------------------------------------------- Slurm
+
+_GRES = re.compile(r"\bGres=(\S*)")
+_TRES_GPU = re.compile(r"\bCfgTRES=\S*?gres/gpu=(\d+)")
+_GRES_GPU = re.compile(r"(?:^|,)gpu(?::[^:,]+)*?:(\d+)(?=,|$)")
+
+
+def parse_gres_gpus(text: str) -> int | None:
+    """GPUs in ``scontrol show node`` output: Gres=gpu:8, gpu:h100:8(S:0-1), gpu:a:2,gpu:b:2.
+
+    ``Gres=(null)`` is 0; None when the output names no Gres at all.
+    """
+    m = _GRES.search(text)
+    if m:
+        # Socket lists like (S:0,1) contain commas: drop them before splitting.
+        spec = re.sub(r"\([^)]*\)", "", m.group(1))
+        counts = [int(g) for g in _GRES_GPU.findall(spec)]
+        if counts or spec in ("(null)", "", "none"):
+            return sum(counts)
+        if "gpu" not in spec:
+            return 0
+    t = _TRES_GPU.search(text)
+    return int(t.group(1)) if t else None
+
+
+class SlurmCollector:
+    """GPUs Slurm's GRES declares for this node (scontrol show node)."""
+
+    name = "slurm"
+    kinds = ("scheduler",)
+
+    def __init__(self, node_name: str | None = None) -> None:
+        self._node_name = node_name
+
+    def collect(self, ctx: CollectContext, facts: Facts) -> None:
+        sched = SchedulerFacts(source="scontrol show node")
+        # Slurm node names are usually the short hostname: try it first.
+        names = list(reversed(node_names(ctx, self._node_name)))
+        res: CommandResult | None = None
+        for name in names:
+            res = ctx.run(self.name, ["scontrol", "show", "node", name])
+            if res.missing:
+                raise CollectorUnavailable("scontrol not found")
+            if res.ok or "not found" not in (res.stdout + res.stderr).lower():
+                break
+        assert res is not None
+        if not res.ok:
+            if "not found" in (res.stdout + res.stderr).lower():
+                raise CollectorUnavailable(f"node {names[0]} is not a Slurm node")
+            reason, detail = _failure_reason(res)
+            sched.mark_unavailable("slurm_gres_gpus", reason, detail)
+        else:
+            gpus = parse_gres_gpus(res.stdout)
+            if gpus is None:
+                sched.mark_unavailable(
+                    "slurm_gres_gpus", UnavailableReason.NOT_SUPPORTED, "no Gres= in the output"
+                )
+            sched.slurm_gres_gpus = gpus
+        facts.scheduler = sched
