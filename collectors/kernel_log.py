@@ -44,7 +44,10 @@ class KernelLogCollector:
         now = datetime.now().astimezone()
         log = self.read(ctx, now)
         keep = [*log.xids, *log.sxids, *log.aers, *log.bus_losses, *log.ooms, *log.nvlink_errors]
-        kept = {id(ev) for ev in keep if self._in_window(ev, ctx.since_s)}
+        # A file the user named is read whole: it is the incident they want examined,
+        # however old. The live log is cut to the window.
+        since = float("inf") if ctx.kernel_log_file is not None else ctx.since_s
+        kept = {id(ev) for ev in keep if self._in_window(ev, since)}
         facts.xids.extend(ev for ev in log.xids if id(ev) in kept)
         facts.sxids.extend(ev for ev in log.sxids if id(ev) in kept)
         facts.aers.extend(ev for ev in log.aers if id(ev) in kept)

@@ -23,7 +23,6 @@ from types import ModuleType
 from typing import Any
 
 from gpu_triage.collectors.base import CollectContext, CollectorUnavailable
-
 from gpu_triage.facts import (
     THROTTLE_REASONS,
     FactModel,

@@ -19,12 +19,11 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from gpu_triage.collectors.base import CollectContext, Collector, CollectorUnavailable
-from gpu_triage.collectors.nvml import NvmlCollector, normalize_bus_id
-from pydantic import BaseModel
-
 from gpu_triage.catalog import kinds as catalog_kinds
-from gpu_triage.facts import FactModel, Facts
+from gpu_triage.collectors.base import CollectContext, Collector, CollectorUnavailable
+from gpu_triage.collectors.merge import merge_fields
+from gpu_triage.collectors.nvml import NvmlCollector, normalize_bus_id
+from gpu_triage.facts import Facts
 from gpu_triage.snapshot import CollectorState, CollectorStatus, RawOutput, Snapshot
 
 # Time a collector gets beyond the sampling window when neither the caller nor the
@@ -207,33 +206,11 @@ def _merge(into: Facts, part: Facts, declared: tuple[str, ...]) -> list[str]:
             if current is None:
                 setattr(into, info.attr, value)
             else:
-                _merge_fields(current, value)
+                merge_fields(current, value)
         elif value:
             produced.append(kind)
             getattr(into, info.attr).extend(value)
     return produced
-
-
-def _merge_fields(into: BaseModel, part: BaseModel) -> None:
-    """Field by field, the first non-None value wins; reasons only for still-missing fields.
-
-    Used for every singleton kind: ``host`` and ``scheduler`` are each filled by several
-    collectors (kubernetes, container runtime and slurm all write ``scheduler``).
-    """
-    for name in type(part).model_fields:
-        if name in ("unavailable", "source"):
-            continue
-        if getattr(into, name) is None and getattr(part, name) is not None:
-            setattr(into, name, getattr(part, name))
-    if isinstance(into, FactModel) and isinstance(part, FactModel):
-        for name, why in part.unavailable.items():
-            if name not in into.unavailable and getattr(into, name, None) is None:
-                into.unavailable[name] = why
-        for name in list(into.unavailable):
-            if getattr(into, name, None) is not None:
-                del into.unavailable[name]
-        if part.source and part.source not in into.source.split(","):
-            into.source = f"{into.source},{part.source}" if into.source else part.source
 
 
 def _bus_key(text: str | None) -> str | None:

@@ -1026,16 +1026,17 @@ def test_collector_protocol() -> None:
     assert c.kinds == ("xid", "sxid", "aer", "bus_loss", "oom", "nvlink_error")
 
 
-def test_collector_reads_file_filters_window(ctx: CollectContext, tmp_path: Path) -> None:
+def test_collector_reads_named_file_whole(ctx: CollectContext, tmp_path: Path) -> None:
     path = tmp_path / "kern.log"
     path.write_text(_recent_log())
     ctx.kernel_log_file = path
     facts = Facts()
     KernelLogCollector().collect(ctx, facts)
-    assert [x.code for x in facts.xids] == [79]  # the 3-hour-old Xid 13 is outside 2 h
+    # a file the user named is the incident to examine: the 3-hour-old Xid 13 stays
+    assert [x.code for x in facts.xids] == [13, 79]
     assert len(facts.bus_losses) == 1 and len(facts.ooms) == 1
-    assert facts.xids[0].age_s == pytest.approx(60, abs=30)
-    assert facts.xids[0].source == str(path)
+    assert facts.xids[1].age_s == pytest.approx(60, abs=30)
+    assert facts.xids[1].source == str(path)
     assert ctx.raw and ctx.raw[0].collector == "kernel_log" and "Xid" in ctx.raw[0].text
 
 
@@ -1045,7 +1046,7 @@ def test_collector_file_with_bad_encoding(ctx: CollectContext, tmp_path: Path) -
     ctx.kernel_log_file = path
     facts = Facts()
     KernelLogCollector().collect(ctx, facts)
-    assert [x.code for x in facts.xids] == [79]
+    assert [x.code for x in facts.xids] == [13, 79]
 
 
 def test_collector_missing_file_is_unavailable(ctx: CollectContext, tmp_path: Path) -> None:
@@ -1193,3 +1194,14 @@ def test_collector_on_samples_keeps_undated_events(ctx: CollectContext) -> None:
     assert len(facts.aers) == len(
         _parse("aer/aer-uncorrected-fatal-cmplto-nvidia-cant-recover-dmesg-H-returnn1500.log").aers
     )
+
+
+def test_live_log_is_cut_to_the_window(
+    ctx: CollectContext, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # journalctl is asked for the window already; events it still returns that are older
+    # (a clock step, a --since it ignored) are dropped, events of unknown time are kept
+    _fake(monkeypatch, {"journalctl": (0, _recent_log(), "")})
+    facts = Facts()
+    KernelLogCollector().collect(ctx, facts)
+    assert [x.code for x in facts.xids] == [79]

@@ -10,9 +10,9 @@ from types import ModuleType
 
 import pynvml
 import pytest
+
 from gpu_triage.collectors.base import CollectContext, CollectorUnavailable
 from gpu_triage.collectors.nvml import NvmlCollector, cuda_version_text, normalize_bus_id
-
 from gpu_triage.facts import Facts, GpuFacts, RecoveryAction, UnavailableReason
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 
 from gpu_triage.collectors.redact import redact_snapshot
-
 from gpu_triage.facts import (
     Facts,
     GpuFacts,

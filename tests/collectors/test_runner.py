@@ -8,7 +8,6 @@ from pathlib import Path
 
 from gpu_triage.collectors.base import CollectContext, CollectorUnavailable, run_command
 from gpu_triage.collectors.runner import collect_snapshot, default_collectors, tie_to_gpus
-
 from gpu_triage.facts import (
     AerEvent,
     Facts,
