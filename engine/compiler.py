@@ -31,6 +31,9 @@ from gpu_triage.engine.model import (
     QuestionType,
     Rule,
     Severity,
+    SxidCode,
+    XidCode,
+    XidOverride,
     check_param_bounds,
 )
 
@@ -55,6 +58,7 @@ class CompiledRule:
     concl_deps: frozenset[str]
     evidence: tuple[E.Ref, ...]
     confirms: dict[int, E.Expr]  # runbook step index -> condition that confirms the cause
+    group_by: tuple[E.Ref, ...] = ()
     stratum: int = 0
     overridden_by: list[str] = field(default_factory=list)
 
@@ -71,6 +75,10 @@ class Rulebook:
     disabled: dict[str, str]  # rule id -> reason
     sources: list[str]
     warnings: list[Diagnostic] = field(default_factory=list)
+    xid_codes: dict[int, XidCode] = field(default_factory=dict)
+    sxid_codes: dict[int, SxidCode] = field(default_factory=dict)
+    xid_site: dict[int, tuple[XidOverride, str]] = field(default_factory=dict)  # + overlay name
+    catalog_name: str = ""
 
     @property
     def fingerprint(self) -> str:
@@ -90,6 +98,8 @@ class Rulebook:
                     default=str,
                 ).encode()
             )
+        site = sorted((c, o.model_dump_json(), n) for c, (o, n) in self.xid_site.items())
+        h.update(json.dumps([self.catalog_name, sorted(self.xid_codes), site]).encode())
         return h.hexdigest()[:16]
 
     def by_id(self, rule_id: str) -> CompiledRule | None:
@@ -145,6 +155,7 @@ def compile_rulebook(raw: RawRulebook) -> tuple[Rulebook, list[Diagnostic]]:
     sev_over: dict[str, Severity] = {}
     disabled: dict[str, str] = {}
     over_names: dict[str, list[str]] = {}
+    xid_site: dict[int, tuple[XidOverride, str]] = {}
     for lo in raw.overlays:
         ov = lo.overlay
         for key, value in ov.params.items():
@@ -181,6 +192,8 @@ def compile_rulebook(raw: RawRulebook) -> tuple[Rulebook, list[Diagnostic]]:
                 continue
             sev_over[rid] = sev
             over_names.setdefault(rid, []).append(ov.overlay)
+        for code, override in ov.xid.items():
+            xid_site[code] = (override, ov.overlay)
         for i, d in enumerate(ov.disable):
             if d.rule not in seen:
                 line, col = lo.loc.where(("disable", i))
@@ -233,6 +246,13 @@ def compile_rulebook(raw: RawRulebook) -> tuple[Rulebook, list[Diagnostic]]:
 
     _stratify(compiled, conclusions, diags)
     compiled.sort(key=lambda r: r.order)
+    xid_codes: dict[int, XidCode] = {}
+    sxid_codes: dict[int, SxidCode] = {}
+    names = []
+    for lc in raw.catalogs:  # later catalogues extend or replace codes of earlier ones
+        names.append(lc.catalog.xid_catalog)
+        xid_codes.update({c.code: c for c in lc.catalog.codes})
+        sxid_codes.update({c.code: c for c in lc.catalog.sxids})
     book = Rulebook(
         compiled,
         questions,
@@ -240,6 +260,10 @@ def compile_rulebook(raw: RawRulebook) -> tuple[Rulebook, list[Diagnostic]]:
         disabled,
         raw.sources,
         [d for d in diags if d.level != "error"],
+        xid_codes,
+        sxid_codes,
+        xid_site,
+        " + ".join(names),
     )
     return book, diags
 
@@ -314,6 +338,12 @@ def compile_rule(
                 ("evidence", i), f"evidence '{path}' names a {kind} the rule does not bind"
             )
         evidence.append(E.Ref(kind, name))
+    group_by: list[E.Ref] = []
+    for i, path in enumerate(rule.group_by):
+        kind, _, name = path.partition(".")
+        if not _TEMPLATE_FIELD.match(path) or checker.field_type(kind, name) is None:
+            raise _FieldCompileError(("group_by", i), f"unknown fact '{path}'")
+        group_by.append(E.Ref(kind, name))
     for key in ("symptom", "cause", "fix", "title"):
         for fname in _template_fields(getattr(rule, key)):
             kind, _, name = fname.partition(".")
@@ -365,6 +395,7 @@ def compile_rule(
         concl_deps=concl_deps,
         evidence=tuple(evidence),
         confirms=confirms,
+        group_by=tuple(group_by),
     )
 
 

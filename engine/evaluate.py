@@ -117,10 +117,13 @@ def evaluate(
 
     A failure of the durable backend never loses the evaluation: the reference
     evaluator takes over and the document says so."""
+    from gpu_triage.engine.enrich import enrich
+
     collectors = []
     if isinstance(inp, Snapshot):
         collectors = inp.collectors
         inp = EvalInput.from_snapshot(inp)
+    inp = enrich(inp, book)
     start = time.perf_counter()
     fallback: str | None = None
     backend: Backend = ReferenceBackend()
@@ -160,9 +163,20 @@ def build_document(
     unknown: list[Finding] = []
     confirm: list[Finding] = []
     fired_ids: set[str] = set()
+    folded: dict[tuple[str, str], Finding] = {}
     for d in decisions:
         f = make_finding(inp, d, concl)
         if f.status is Status.FIRED:
+            if d.rule.group_by:
+                ev = Evaluator(inp, d.binding, concl)
+                key = (d.rule.id, repr([ev.ref(r).value for r in d.rule.group_by]))
+                first = folded.get(key)
+                if first is not None:  # same rule, same grouping values: count it
+                    first.occurrences += 1
+                    if f.subject not in first.also_seen_on and f.subject != first.subject:
+                        first.also_seen_on.append(f.subject)
+                    continue
+                folded[key] = f
             fired.append(f)
             fired_ids.add(f.rule_id)
         elif f.status is Status.NEEDS_CONFIRMATION:

@@ -31,6 +31,9 @@ class Explanation:
 
 
 def explain(inp: EvalInput, book: Rulebook, rule_id: str) -> Explanation:
+    from gpu_triage.engine.enrich import enrich
+
+    inp = enrich(inp, book)
     rule = book.by_id(rule_id)
     if rule is None:
         known = ", ".join(r.id for r in book.rules)

@@ -82,6 +82,10 @@ class Finding(Model):
     concludes: str | None = None
     competing: list[RuledOut] = Field(default_factory=list)
     overridden_by: list[str] = Field(default_factory=list)
+    occurrences: int = Field(default=1, description="bindings folded into this finding")
+    also_seen_on: list[str] = Field(
+        default_factory=list, description="other subjects folded into this finding"
+    )
 
     @property
     def sort_key(self) -> tuple[int, int]:

@@ -1,7 +1,7 @@
 """Reading rulebook YAML: every problem located as FILE:LINE:COL.
 
-Each YAML document is one rule (it has ``id``) or one overlay (it has
-``overlay``). Anchors and aliases are refused (they are how YAML bombs work and
+Each YAML document is one rule (it has ``id``), one overlay (it has ``overlay``)
+or an Xid catalogue (it has ``xid_catalog``). Anchors and aliases are refused (they are how YAML bombs work and
 they hide what a rule says from its reviewer); files and documents are bounded.
 """
 
@@ -17,7 +17,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from gpu_triage.engine.model import Overlay, Rule
+from gpu_triage.engine.model import Overlay, Rule, XidCatalog
 
 MAX_FILE_BYTES = 1_000_000
 MAX_DOCS_PER_FILE = 500
@@ -75,9 +75,17 @@ class LoadedOverlay:
 
 
 @dataclass
+class LoadedCatalog:
+    catalog: XidCatalog
+    loc: Located
+    rulebook: str
+
+
+@dataclass
 class RawRulebook:
     rules: list[LoadedRule] = field(default_factory=list)
     overlays: list[LoadedOverlay] = field(default_factory=list)
+    catalogs: list[LoadedCatalog] = field(default_factory=list)
     diagnostics: list[Diagnostic] = field(default_factory=list)
     sources: list[str] = field(default_factory=list)
 
@@ -177,7 +185,11 @@ def load_text(text: str, file: str, rulebook: str, out: RawRulebook, order_start
 def _add_document(
     data: dict[str, Any], loc: Located, rulebook: str, out: RawRulebook, order: int
 ) -> None:
-    kind = Overlay if "overlay" in data and "id" not in data else Rule
+    kind: type[Rule] | type[Overlay] | type[XidCatalog] = Rule
+    if "id" not in data and "overlay" in data:
+        kind = Overlay
+    elif "id" not in data and "xid_catalog" in data:
+        kind = XidCatalog
     try:
         model = kind.model_validate(data)
     except ValidationError as exc:
@@ -188,6 +200,8 @@ def _add_document(
         return
     if isinstance(model, Rule):
         out.rules.append(LoadedRule(model, loc, rulebook, order))
+    elif isinstance(model, XidCatalog):
+        out.catalogs.append(LoadedCatalog(model, loc, rulebook))
     else:
         out.overlays.append(LoadedOverlay(model, loc, rulebook))
 

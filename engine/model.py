@@ -124,8 +124,15 @@ class RunbookStep(Strict):
     title: str
     command: Annotated[
         list[str] | None,
-        WithJsonSchema({"anyOf": [{"type": "array", "items": {"type": "string"}, "minItems": 1},
-                                  {"type": "string", "minLength": 1}, {"type": "null"}]}),
+        WithJsonSchema(
+            {
+                "anyOf": [
+                    {"type": "array", "items": {"type": "string"}, "minItems": 1},
+                    {"type": "string", "minLength": 1},
+                    {"type": "null"},
+                ]
+            }
+        ),
     ] = Field(
         default=None,
         description="argument list (a string is split like a shell would, but never run by one)",
@@ -211,11 +218,55 @@ class Rule(Strict):
     tests: list[RuleTest] = Field(default_factory=list)
     tags: list[str] = Field(default_factory=list)
     enabled: bool = True
+    group_by: list[str] = Field(
+        default_factory=list,
+        description="facts (kind.field) whose equal values fold findings into one, with a count",
+    )
 
 
 class Disable(Strict):
     rule: str
     reason: str
+
+
+class XidOverride(Strict):
+    """A site's policy for one Xid code; findings show it beside NVIDIA's."""
+
+    severity: Severity | None = None
+    action: str | None = Field(default=None, description="what this site does, in words")
+
+
+class XidCode(Strict):
+    """One code of NVIDIA's Xid catalogue."""
+
+    code: int = Field(ge=0, le=100_000)
+    mnemonic: str = ""
+    meaning: str
+    applies_to: list[str] = Field(default_factory=list)
+    immediate: str = Field(default="", description="NVIDIA's immediate action bucket")
+    investigatory: str = Field(default="", description="NVIDIA's investigatory action bucket")
+    severity: Severity = Field(description="the rulebook's severity for one occurrence")
+    cause: str = Field(default="", description="likely cause class")
+    retired: bool = False
+    notes: str = ""
+
+
+class SxidCode(Strict):
+    """One NVSwitch SXid and its Fabric Manager class."""
+
+    code: int = Field(ge=0, le=100_000)
+    meaning: str
+    sxid_class: Literal["non_fatal", "potentially_fatal", "always_fatal", "host"]
+
+
+class XidCatalog(Strict):
+    """The Xid and SXid catalogue, as data inside the rulebook."""
+
+    xid_catalog: str = Field(description="catalogue name and version, e.g. NVIDIA 2025-09-30")
+    source: str = ""
+    buckets: dict[str, str] = Field(default_factory=dict, description="action bucket -> meaning")
+    codes: list[XidCode] = Field(default_factory=list)
+    sxids: list[SxidCode] = Field(default_factory=list)
 
 
 class Overlay(Strict):
@@ -225,3 +276,6 @@ class Overlay(Strict):
     params: dict[str, Any] = Field(default_factory=dict, description="'<rule id>.<param>' -> value")
     severity: dict[str, Severity] = Field(default_factory=dict, description="rule id -> severity")
     disable: list[Disable] = Field(default_factory=list)
+    xid: dict[int, XidOverride] = Field(
+        default_factory=dict, description="Xid code -> the site's severity and action"
+    )

@@ -8,6 +8,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from gpu_triage.engine.compiler import CompiledRule, Rulebook
+from gpu_triage.engine.enrich import enrich
 from gpu_triage.engine.evaluate import Backend, Decision, decide, make_finding
 from gpu_triage.engine.findings import Finding, Status
 from gpu_triage.engine.inputs import EvalInput, bindings
@@ -97,7 +98,7 @@ def run_case(
 ) -> CaseResult:
     res = CaseResult(rule.id, case.name, rule.file)
     try:
-        inp = test_input(case)
+        inp = enrich(test_input(case), book)
     except ValidationError as exc:
         res.problems.append(
             f"facts do not match the fact models: {exc.errors()[0]['msg']} "
@@ -128,7 +129,8 @@ def run_case(
             continue
         findings = [make_finding(inp, d, concl) for d in decisions]
         res.findings[backend.name] = findings
-        for p in check_expectations(case, findings, concl, target):
+        bound = [_bound_values(inp, d, concl, case) for d in decisions]
+        for p in check_expectations(case, findings, concl, target, bound):
             res.problems.append(f"[{backend.name}] {p}")
         outcomes[backend.name] = sorted((f.subject_key, f.status.value) for f in findings)
     if len(set(map(str, outcomes.values()))) > 1:
@@ -136,8 +138,30 @@ def run_case(
     return res
 
 
+def _bound_values(
+    inp: EvalInput, d: Decision, concl: Conclusions, case: RuleTest
+) -> dict[str, Any]:
+    """The values of the paths a test expects bound, read from the decision's binding."""
+    from gpu_triage.engine.expr import Ref
+    from gpu_triage.engine.reference import Evaluator
+
+    ev = Evaluator(inp, d.binding, concl)
+    out: dict[str, Any] = {}
+    for path in case.expect.bound:
+        kind, _, name = path.partition(".")
+        try:
+            out[path] = ev.ref(Ref(kind, name)).value
+        except (KeyError, AttributeError):
+            out[path] = "<not a fact>"
+    return out
+
+
 def check_expectations(
-    case: RuleTest, findings: list[Finding], concl: Conclusions, rule: CompiledRule
+    case: RuleTest,
+    findings: list[Finding],
+    concl: Conclusions,
+    rule: CompiledRule,
+    bound: list[dict[str, Any]] | None = None,
 ) -> list[str]:
     exp = case.expect
     fired = [f for f in findings if f.status is Status.FIRED]
@@ -154,9 +178,14 @@ def check_expectations(
             problems.append(f"expected status {exp.status}, got {got}")
     if exp.count is not None and len(fired) != exp.count:
         problems.append(f"expected {exp.count} finding(s), got {len(fired)}")
+    values = bound or [{} for _ in findings]
     for path, want in exp.bound.items():
-        for f in fired:
-            got = next((e.value for e in f.evidence if e.path == path), "<not bound>")
+        for f, vals in zip(findings, values, strict=False):
+            if f.status is not Status.FIRED:
+                continue
+            got = vals.get(
+                path, next((e.value for e in f.evidence if e.path == path), "<not bound>")
+            )
             if got != want:
                 problems.append(f"expected {path} = {want!r} in {f.subject}, got {got!r}")
     if exp.concludes is not None and rule.rule.concludes:

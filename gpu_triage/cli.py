@@ -97,6 +97,18 @@ def build_parser() -> argparse.ArgumentParser:
     schema.add_argument("--kind", choices=("rule", "findings"), default="rule")
     schema.add_argument("--out", type=Path)
 
+    cov = rsub.add_parser("coverage", help="knowledge-map items and the rules that cite them")
+    cov.add_argument("--format", choices=("text", "json"), default="text")
+    _add_rules_args(cov)
+
+    tui = sub.add_parser("tui", help="the responder's terminal UI (default with no command)")
+    tui.add_argument("--snapshot", type=Path, help="open this snapshot instead of collecting")
+    tui.add_argument("--demo", action="store_true", help="open the bundled demo incident")
+    tui.add_argument("--window", type=float, default=1.0)
+    tui.add_argument("--engine", choices=("auto", "durable", "reference"), default="auto")
+    tui.add_argument("--record", type=Path, help="incident record file (default: a new one)")
+    _add_rules_args(tui)
+
     facts = sub.add_parser("facts", help="the fact catalogue")
     fsub = facts.add_subparsers(dest="facts_command", metavar="SUBCOMMAND")
     fdocs = fsub.add_parser("docs", help="the fact catalogue as Markdown")
@@ -118,6 +130,8 @@ def main(argv: list[str] | None = None) -> int:
             return cmd_rules(args, ap)
         if args.command == "facts":
             return cmd_facts(args)
+        if args.command == "tui" or args.command is None and argv is None and sys.stdin.isatty():
+            return cmd_tui(args if args.command == "tui" else ap.parse_args(["tui"]))
     except BrokenPipeError:
         return 0
     except KeyboardInterrupt:
@@ -316,6 +330,10 @@ def cmd_rules(args: argparse.Namespace, ap: argparse.ArgumentParser) -> int:
                 f"{r.rulebook}"
             )
         return 0
+    if sub == "coverage":
+        from gpu_triage.engine.coverage import coverage_command
+
+        return coverage_command(_load_book(args), args.format)
     if sub == "docs":
         from gpu_triage.engine.docs import rules_markdown
 
@@ -375,3 +393,10 @@ def cmd_facts(args: argparse.Namespace) -> int:
         return 0
     print(json.dumps({"hint": "gpu-triage facts docs"}))
     return ExitCode.USAGE
+
+
+def cmd_tui(args: argparse.Namespace) -> int:
+    # Textual is imported here and only here: the unattended path never loads it.
+    from gpu_triage.tui.app import run_tui
+
+    return run_tui(args)

@@ -406,6 +406,20 @@ class XidEvent(KernelEvent):
     channel: str | None = fact("", "channel id, as printed")
     gpu_instance: int | None = fact("", "MIG GPU instance id when the line names one (GPU-I:N)")
     message: str | None = fact("", "text after the code and the pid/name/channel fields")
+    # Filled from the rulebook's Xid catalogue (and site overlays) before evaluation.
+    known: bool | None = fact("", "the code is in NVIDIA's Xid catalogue (live or retired)")
+    retired: bool | None = fact("", "NVIDIA marks the code unused / retired")
+    mnemonic: str | None = fact("", "NVIDIA's mnemonic for the code")
+    meaning: str | None = fact("", "NVIDIA's one-line description of the code")
+    cause_class: str | None = fact(
+        "", "likely cause: hardware, driver, application, memory, bus, thermal, nvlink, ..."
+    )
+    applies_to: str | None = fact("", "GPU families NVIDIA lists the code for")
+    nvidia_immediate: str | None = fact("", "NVIDIA's immediate action bucket, e.g. RESET_GPU")
+    nvidia_investigatory: str | None = fact("", "NVIDIA's investigatory action bucket")
+    catalog_severity: str | None = fact("", "the rulebook's severity for the code")
+    site_action: str | None = fact("", "the site overlay's action for the code, when set")
+    severity: str | None = fact("", "effective severity: the site's when set, else the catalogue's")
 
 
 class SxidEvent(KernelEvent):
@@ -415,6 +429,12 @@ class SxidEvent(KernelEvent):
     link: int | None = fact("", "NVSwitch link (port) number when printed")
     fatal: bool | None = fact("", "the message says the error is fatal")
     message: str | None = fact("", "text after the code")
+    # Filled from the rulebook's SXid catalogue before evaluation.
+    known: bool | None = fact("", "the code is in the SXid catalogue")
+    sxid_class: str | None = fact(
+        "", "Fabric Manager class: non_fatal, potentially_fatal, always_fatal or host"
+    )
+    meaning: str | None = fact("", "what the SXid reports")
 
 
 class AerEvent(KernelEvent):

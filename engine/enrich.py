@@ -1,0 +1,67 @@
+"""Facts the rulebook itself knows: the Xid/SXid catalogue and a site's Xid policy.
+
+Before evaluation, each Xid and SXid event is annotated with what the catalogue says of
+its code (meaning, NVIDIA's immediate and investigatory actions, severity, whether the
+code is retired) and what the site overlay says, so rules can reason over
+``xid.severity`` or ``xid.retired`` and findings show NVIDIA's action beside the site's.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from gpu_triage.engine.compiler import Rulebook
+from gpu_triage.engine.inputs import EvalInput
+from gpu_triage.facts import SxidEvent, XidEvent
+
+CATALOG_SOURCE = "xid catalogue"
+
+
+def enrich(inp: EvalInput, book: Rulebook) -> EvalInput:
+    """A copy of ``inp`` whose events carry the catalogue's annotations (input untouched)."""
+    if not (book.xid_codes or book.sxid_codes) or not (inp.facts.xids or inp.facts.sxids):
+        return inp
+    facts = inp.facts.model_copy()  # shallow: only the event lists are replaced
+    facts.xids = [annotate_xid(x, book) for x in inp.facts.xids]
+    facts.sxids = [annotate_sxid(x, book) for x in inp.facts.sxids]
+    return replace(inp, facts=facts, _gpu_by_bus=None)
+
+
+def annotate_xid(event: XidEvent, book: Rulebook) -> XidEvent:
+    if event.code is None:
+        return event
+    entry = book.xid_codes.get(event.code)
+    site = book.xid_site.get(event.code)
+    update: dict[str, object] = {"known": entry is not None}
+    if entry is not None:
+        update.update(
+            retired=entry.retired,
+            mnemonic=entry.mnemonic or None,
+            meaning=entry.meaning,
+            cause_class=entry.cause or None,
+            applies_to=", ".join(entry.applies_to) or None,
+            nvidia_immediate=entry.immediate or None,
+            nvidia_investigatory=entry.investigatory or None,
+            catalog_severity=entry.severity.value,
+            severity=entry.severity.value,
+        )
+    else:
+        update["retired"] = False
+    if site is not None:
+        override, overlay = site
+        if override.action:
+            update["site_action"] = f"{override.action} (overlay '{overlay}')"
+        if override.severity is not None:
+            update["severity"] = override.severity.value
+    return event.model_copy(update=update)
+
+
+def annotate_sxid(event: SxidEvent, book: Rulebook) -> SxidEvent:
+    if event.code is None:
+        return event
+    entry = book.sxid_codes.get(event.code)
+    if entry is None:
+        return event.model_copy(update={"known": False})
+    return event.model_copy(
+        update={"known": True, "sxid_class": entry.sxid_class, "meaning": entry.meaning}
+    )
