@@ -1,8 +1,9 @@
 """Reading rulebook YAML: every problem located as FILE:LINE:COL.
 
 Each YAML document is one rule (it has ``id``), one overlay (it has ``overlay``)
-or an Xid catalogue (it has ``xid_catalog``). Anchors and aliases are refused (they are how YAML bombs work and
-they hide what a rule says from its reviewer); files and documents are bounded.
+or an Xid catalogue (it has ``xid_catalog``). Anchors and aliases are refused (they
+are how YAML bombs work and they hide what a rule says from its reviewer); files and
+documents are bounded.
 """
 
 from __future__ import annotations

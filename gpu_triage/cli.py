@@ -130,7 +130,7 @@ def main(argv: list[str] | None = None) -> int:
             return cmd_rules(args, ap)
         if args.command == "facts":
             return cmd_facts(args)
-        if args.command == "tui" or args.command is None and argv is None and sys.stdin.isatty():
+        if args.command == "tui" or (args.command is None and argv is None and sys.stdin.isatty()):
             return cmd_tui(args if args.command == "tui" else ap.parse_args(["tui"]))
     except BrokenPipeError:
         return 0
