@@ -86,10 +86,26 @@ class Finding(Model):
     also_seen_on: list[str] = Field(
         default_factory=list, description="other subjects folded into this finding"
     )
+    first_seen: datetime | None = Field(
+        default=None, description="first run that saw this finding (unattended history)"
+    )
+    last_seen: datetime | None = None
 
     @property
     def sort_key(self) -> tuple[int, int]:
         return (self.severity.rank, self.stage.rank)
+
+
+class Cleared(Model):
+    """A finding of an earlier run that no longer holds."""
+
+    rule_id: str
+    title: str
+    severity: Severity
+    subject_key: str
+    first_seen: datetime
+    last_seen: datetime
+    cleared_at: datetime
 
 
 class EngineInfo(Model):
@@ -131,6 +147,9 @@ class FindingsDocument(Model):
     needs_confirmation: list[Finding] = Field(default_factory=list)
     collectors: list[CollectorStatus] = Field(default_factory=list)
     conclusions: dict[str, bool | None] = Field(default_factory=dict)
+    cleared: list[Cleared] = Field(
+        default_factory=list, description="findings of earlier runs that cleared in this one"
+    )
 
     @property
     def exit_code(self) -> ExitCode:

@@ -45,7 +45,25 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--snapshot", type=Path, help="evaluate this snapshot instead of collecting")
     run.add_argument("--demo", action="store_true", help="evaluate the bundled demo incident")
     run.add_argument("--out", type=Path, help="write findings here (atomically); default stdout")
-    run.add_argument("--format", choices=("json", "markdown"), default="json")
+    run.add_argument(
+        "--format",
+        choices=("json", "jsonl", "markdown", "prometheus"),
+        default="json",
+        help="json: full document; jsonl: append one compact line per run; "
+        "markdown: report; prometheus: node_exporter textfile",
+    )
+    run.add_argument(
+        "--interval",
+        type=float,
+        metavar="SECONDS",
+        help="run forever on this schedule (SIGTERM stops it cleanly)",
+    )
+    run.add_argument(
+        "--state",
+        type=Path,
+        help="history of findings (first/last seen, cleared); default: beside --out",
+    )
+    run.add_argument("--kernel-log", type=Path, help="read this file as the kernel log")
     run.add_argument(
         "--min-severity",
         choices=SEVERITIES,
@@ -179,45 +197,50 @@ def demo_snapshot_path() -> Path:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from gpu_triage.engine.evaluate import evaluate
     from gpu_triage.engine.loader import RulebookError
     from gpu_triage.snapshot import SnapshotError
+    from gpu_triage.unattended import History, RunSpec, run_loop, run_once
 
     try:
         book = _load_book(args)
     except RulebookError as exc:
         _err(f"the rulebook could not be loaded:\n{exc}")
         return ExitCode.UNKNOWN
-    source = ""
-    try:
-        if args.demo:
-            args.snapshot = demo_snapshot_path()
+    if args.demo:
+        args.snapshot = demo_snapshot_path()
+    if args.interval is not None and args.interval <= 0:
+        _err("--interval must be positive")
+        return ExitCode.USAGE
+
+    def get_snapshot() -> tuple[Any, str]:
         if args.snapshot:
-            snap = _load_snapshot(args.snapshot)
-            source = str(args.snapshot)
-        else:
-            snap = _collect(window=args.window)
-            source = "live"
+            return _load_snapshot(args.snapshot), str(args.snapshot)
+        return _collect(window=args.window, kernel_log=args.kernel_log), "live"
+
+    state = args.state
+    if state is None and args.out is not None:
+        state = args.out.with_name(f".{args.out.name}.state.json")
+    spec = RunSpec(
+        book,
+        args.engine,
+        args.format,
+        args.out,
+        args.min_severity,
+        get_snapshot,
+        History.load(state),
+    )
+    try:
+        if args.interval is not None:
+            return run_loop(spec, args.interval)
+        doc = run_once(spec)
     except SnapshotError as exc:
         _err(str(exc))
         return ExitCode.UNKNOWN
-    doc = evaluate(snap, book, engine=args.engine, source=source)
-    if args.min_severity != "info":
-        floor = SEVERITIES.index(args.min_severity)
-        doc.findings = [f for f in doc.findings if SEVERITIES.index(f.severity.value) >= floor]
-    if doc.engine.fallback_reason and args.engine != "reference":
-        _err(f"engine: {doc.engine.name} ({doc.engine.fallback_reason})")
-    if args.format == "markdown":
-        from gpu_triage.engine.report import findings_markdown
-
-        text = findings_markdown(doc)
-    else:
-        text = doc.model_dump_json(indent=2) + "\n"
-    try:
-        _emit(text, args.out)
     except OSError as exc:
         _err(f"cannot write {args.out}: {exc}")
         return ExitCode.UNKNOWN
+    if doc.engine.fallback_reason and args.engine != "reference":
+        _err(f"engine: {doc.engine.name} ({doc.engine.fallback_reason})")
     return int(doc.exit_code)
 
 

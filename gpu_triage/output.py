@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 
@@ -30,3 +31,37 @@ def write_atomic(path: str | os.PathLike[str], text: str) -> None:
             os.fsync(dfd)
         finally:
             os.close(dfd)
+
+
+@contextlib.contextmanager
+def locked(path: str | os.PathLike[str]) -> Iterator[None]:
+    """Hold an exclusive lock beside ``path`` (``.<name>.lock``): two runs writing the same
+    output take turns instead of interleaving."""
+    import fcntl
+
+    target = Path(path)
+    lock_path = target.with_name(f".{target.name}.lock")
+    fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        os.close(fd)
+
+
+def append_line(path: str | os.PathLike[str], line: str) -> None:
+    """Append one whole line with a single write, then fsync (JSONL history)."""
+    data = line.encode("utf-8")
+    if not data.endswith(b"\n"):
+        data += b"\n"
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        written = os.write(fd, data)
+        if written != len(data):  # a full disk mid-line: cut the partial line back off
+            size = os.fstat(fd).st_size
+            os.ftruncate(fd, size - written)
+            raise OSError(f"short write to {path}: {written} of {len(data)} bytes")
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -1,0 +1,210 @@
+"""Unattended runs: evaluate, write findings for machines, and the `--interval` loop.
+
+Nothing here imports Textual. Writes are atomic (JSON, Markdown, Prometheus) or whole
+appended lines (JSONL), under a lock so concurrent runs take turns.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from gpu_triage.engine.compiler import Rulebook
+from gpu_triage.engine.evaluate import evaluate
+from gpu_triage.engine.findings import Cleared, FindingsDocument
+from gpu_triage.facts import Facts
+from gpu_triage.output import append_line, locked, write_atomic
+from gpu_triage.snapshot import Snapshot
+
+FORMATS = ("json", "jsonl", "markdown", "prometheus")
+
+
+def render(doc: FindingsDocument, facts: Facts | None, fmt: str) -> str:
+    if fmt == "json":
+        return doc.model_dump_json(indent=2) + "\n"
+    if fmt == "markdown":
+        from gpu_triage.engine.report import findings_markdown
+
+        return findings_markdown(doc)
+    from gpu_triage.engine.exporters import jsonl_line, prometheus_text
+
+    if fmt == "jsonl":
+        return jsonl_line(doc, facts)
+    if fmt == "prometheus":
+        return prometheus_text(doc, facts)
+    raise ValueError(f"unknown format {fmt!r}")
+
+
+def write_output(doc: FindingsDocument, facts: Facts | None, fmt: str, out: Path | None) -> None:
+    text = render(doc, facts, fmt)
+    if out is None:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+        return
+    with locked(out):
+        if fmt == "jsonl":
+            append_line(out, text)
+        else:
+            write_atomic(out, text)
+
+
+# --------------------------------------------------------------------------- history
+
+
+@dataclass
+class Seen:
+    rule_id: str
+    title: str
+    severity: str
+    subject_key: str
+    first_seen: datetime
+    last_seen: datetime
+
+
+@dataclass
+class History:
+    """Findings seen by earlier runs: first/last seen, and which cleared. Persisted to a
+    small JSON state file so a systemd timer (a new process each run) dedups as a loop does."""
+
+    seen: dict[str, Seen] = field(default_factory=dict)
+    path: Path | None = None
+
+    @staticmethod
+    def key(rule_id: str, subject_key: str) -> str:
+        return f"{rule_id}|{subject_key}"
+
+    @classmethod
+    def load(cls, path: Path | None) -> History:
+        h = cls(path=path)
+        if path is None or not path.exists():
+            return h
+        try:
+            data = json.loads(path.read_text())
+            for k, v in data.get("seen", {}).items():
+                h.seen[k] = Seen(
+                    v["rule_id"],
+                    v["title"],
+                    v["severity"],
+                    v["subject_key"],
+                    datetime.fromisoformat(v["first_seen"]),
+                    datetime.fromisoformat(v["last_seen"]),
+                )
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            # A damaged state file costs the first-seen times, never the run.
+            print(f"gpu-triage: ignoring unreadable state file {path}: {exc}", file=sys.stderr)
+            h.seen.clear()
+        return h
+
+    def apply(self, doc: FindingsDocument, now: datetime) -> None:
+        """Stamp first/last seen on the document's findings; list what cleared."""
+        current: set[str] = set()
+        for f in doc.findings:
+            k = self.key(f.rule_id, f.subject_key)
+            current.add(k)
+            prev = self.seen.get(k)
+            first = prev.first_seen if prev else now
+            self.seen[k] = Seen(f.rule_id, f.title, f.severity.value, f.subject_key, first, now)
+            f.first_seen, f.last_seen = first, now
+        for k in [k for k in self.seen if k not in current]:
+            s = self.seen.pop(k)
+            doc.cleared.append(
+                Cleared(
+                    rule_id=s.rule_id,
+                    title=s.title,
+                    severity=s.severity,  # type: ignore[arg-type]
+                    subject_key=s.subject_key,
+                    first_seen=s.first_seen,
+                    last_seen=s.last_seen,
+                    cleared_at=now,
+                )
+            )
+
+    def save(self) -> None:
+        if self.path is None:
+            return
+        data = {
+            "seen": {
+                k: {
+                    "rule_id": s.rule_id,
+                    "title": s.title,
+                    "severity": s.severity,
+                    "subject_key": s.subject_key,
+                    "first_seen": s.first_seen.isoformat(),
+                    "last_seen": s.last_seen.isoformat(),
+                }
+                for k, s in self.seen.items()
+            }
+        }
+        write_atomic(self.path, json.dumps(data, indent=1) + "\n")
+
+
+# --------------------------------------------------------------------------- runs
+
+
+@dataclass
+class RunSpec:
+    book: Rulebook
+    engine: str
+    fmt: str
+    out: Path | None
+    min_severity: str
+    get_snapshot: Callable[[], tuple[Snapshot, str]]
+    history: History
+
+
+SEVERITIES = ("info", "warning", "critical")
+
+
+def run_once(spec: RunSpec, now: datetime | None = None) -> FindingsDocument:
+    snap, source = spec.get_snapshot()
+    doc = evaluate(snap, spec.book, engine=spec.engine, source=source)
+    if spec.min_severity != "info":
+        floor = SEVERITIES.index(spec.min_severity)
+        doc.findings = [f for f in doc.findings if SEVERITIES.index(f.severity.value) >= floor]
+    spec.history.apply(doc, now or datetime.now(UTC))
+    write_output(doc, snap.facts, spec.fmt, spec.out)
+    spec.history.save()
+    return doc
+
+
+def run_loop(
+    spec: RunSpec,
+    interval_s: float,
+    *,
+    max_runs: int | None = None,
+    on_run: Callable[[FindingsDocument], Any] | None = None,
+) -> int:
+    """Run every ``interval_s`` seconds on a fixed schedule (no drift: run k starts at
+    start + k * interval; a run that overran skips the slots it missed). SIGTERM and
+    SIGINT end the loop after the current run; an output is never left half-written."""
+    stop = threading.Event()
+    previous: dict[int, Any] = {}
+    if threading.current_thread() is threading.main_thread():
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            previous[sig] = signal.signal(sig, lambda *_: stop.set())
+    start = time.monotonic()
+    runs = 0
+    code = 0
+    try:
+        while not stop.is_set():
+            doc = run_once(spec)
+            code = int(doc.exit_code)
+            runs += 1
+            if on_run is not None:
+                on_run(doc)
+            if max_runs is not None and runs >= max_runs:
+                break
+            slot = int((time.monotonic() - start) // interval_s) + 1
+            stop.wait(max(0.0, start + slot * interval_s - time.monotonic()))
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    return code

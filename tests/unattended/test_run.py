@@ -1,0 +1,277 @@
+"""Unattended runs: every format, exit codes, atomic and locked writes, loop mode."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from gpu_triage.engine.findings import FindingsDocument
+from gpu_triage.snapshot import load_snapshot
+from gpu_triage.unattended import History, RunSpec, run_loop, run_once
+from tests.conftest import ROOT, SNAPSHOTS
+
+DEMO = ROOT / "gpu_triage" / "data" / "demo-incident.json"
+
+
+def cli(*args: str, **kw) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "gpu_triage", *args], capture_output=True, text=True, **kw
+    )
+
+
+@pytest.mark.parametrize(
+    ("snapshot", "code"),
+    [
+        ("healthy-busy.json", 0),
+        ("input-bound.json", 1),
+        ("xid79.json", 2),
+        ("no-gpu-collector.json", 0),
+    ],
+)
+def test_exit_codes(snapshot: str, code: int) -> None:
+    assert (
+        cli("run", "--snapshot", str(SNAPSHOTS / snapshot), "--out", os.devnull).returncode == code
+    )
+
+
+def test_exit_code_unknown_when_rulebook_breaks(tmp_path: Path) -> None:
+    (tmp_path / "bad.yaml").write_text("id: [broken\n")
+    r = cli("run", "--demo", "--rules", str(tmp_path))
+    assert r.returncode == 3 and "bad.yaml:2:1: error: YAML" in r.stderr
+
+
+def test_exit_code_unknown_when_every_collector_failed(tmp_path: Path) -> None:
+    snap = load_snapshot(SNAPSHOTS / "no-gpu-collector.json")
+    for c in snap.collectors:
+        c.state = "failed"  # type: ignore[assignment]
+    snap.facts.host = None
+    p = tmp_path / "s.json"
+    p.write_text(snap.model_dump_json())
+    assert cli("run", "--snapshot", str(p), "--out", os.devnull).returncode == 3
+
+
+def test_json_validates_against_published_schema(tmp_path: Path) -> None:
+    import jsonschema
+
+    out = tmp_path / "f.json"
+    assert cli("run", "--demo", "--out", str(out)).returncode == 2
+    schema = json.loads((ROOT / "docs" / "findings.schema.json").read_text())
+    jsonschema.validate(json.loads(out.read_text()), schema)
+    FindingsDocument.model_validate_json(out.read_text())
+
+
+def test_prometheus_output_parses_back(tmp_path: Path) -> None:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    out = tmp_path / "gpu_triage.prom"
+    cli("run", "--demo", "--format", "prometheus", "--out", str(out))
+    families = {f.name: f for f in text_string_to_metric_families(out.read_text())}
+    finding = families["gpu_triage_finding"]
+    rules = {s.labels["rule"] for s in finding.samples}
+    assert "xid-79-fallen-off-bus" in rules
+    crit = next(s for s in finding.samples if s.labels["rule"] == "xid-79-fallen-off-bus")
+    assert crit.labels["severity"] == "critical" and crit.labels["gpu"] == "0000:48:00.0"
+    assert {s.labels["collector"] for s in families["gpu_triage_collector_up"].samples} == {
+        "nvml",
+        "kernel_log",
+        "host",
+    }
+    assert families["gpu_triage_exit_code"].samples[0].value == 2
+    assert families["gpu_triage_last_run_timestamp_seconds"].samples[0].value > 1e9
+    xids = families["gpu_triage_xid_events"].samples
+    assert [(s.labels["code"], s.value) for s in xids] == [("79", 1.0)]
+    assert len(families["gpu_triage_gpu_info"].samples) == 8
+
+
+def test_prometheus_label_values_are_escaped() -> None:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from gpu_triage.engine.exporters import prometheus_text
+
+    snap = load_snapshot(DEMO)
+    snap.facts.gpus[0].name = 'evil"\nname\\'
+    from gpu_triage.engine.compiler import load_rulebook
+    from gpu_triage.engine.evaluate import evaluate
+
+    doc = evaluate(snap, load_rulebook(), engine="reference")
+    text = prometheus_text(doc, snap.facts)
+    info = next(f for f in text_string_to_metric_families(text) if f.name == "gpu_triage_gpu_info")
+    assert info.samples[0].labels["name"] == 'evil"\nname\\'
+
+
+def test_jsonl_appends_whole_lines(tmp_path: Path) -> None:
+    out = tmp_path / "history.jsonl"
+    for snap in ("healthy-busy.json", "xid79.json", "input-bound.json"):
+        cli("run", "--snapshot", str(SNAPSHOTS / snap), "--format", "jsonl", "--out", str(out))
+    lines = out.read_text().splitlines()
+    assert len(lines) == 3
+    recs = [json.loads(line) for line in lines]
+    assert [r["exit"] for r in recs] == [0, 2, 1]
+    assert recs[1]["findings"][0]["xid"] == 79 and recs[1]["driver"] == "565.57.01"
+
+
+def test_markdown_report(tmp_path: Path) -> None:
+    out = tmp_path / "r.md"
+    cli("run", "--demo", "--format", "markdown", "--out", str(out))
+    text = out.read_text()
+    assert text.startswith("# gpu-triage report: gpu-node-017")
+    assert "## [CRITICAL]" in text and "## Cannot evaluate" in text
+
+
+def test_concurrent_runs_do_not_interleave(tmp_path: Path) -> None:
+    out = tmp_path / "h.jsonl"
+    procs = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "gpu_triage",
+                "run",
+                "--demo",
+                "--format",
+                "jsonl",
+                "--out",
+                str(out),
+                "--engine",
+                "reference",
+            ]
+        )
+        for _ in range(6)
+    ]
+    for p in procs:
+        p.wait(60)
+    lines = out.read_text().splitlines()
+    assert len(lines) == 6 and all(json.loads(line)["exit"] == 2 for line in lines)
+
+
+def test_sigkill_while_writing_keeps_the_previous_output(tmp_path: Path) -> None:
+    """Kill writers at many points of a large write: the file is always the old complete
+    document or the new complete one, never a truncated mix."""
+    out = tmp_path / "big.json"
+    old = json.dumps({"generation": "old", "pad": "x" * 1000})
+    out.write_text(old)
+    writer = (
+        "import sys; from gpu_triage.output import write_atomic; "
+        'write_atomic(sys.argv[1], \'{"generation": "new", "pad": "\' + \'y\' * 60_000_000 + \'"}\')'
+    )
+    seen = set()
+    for delay in (0.05, 0.1, 0.2, 0.3, 0.4, 0.6):
+        p = subprocess.Popen([sys.executable, "-c", writer, str(out)])
+        time.sleep(delay)
+        p.send_signal(signal.SIGKILL)
+        p.wait()
+        gen = json.loads(out.read_text())["generation"]
+        seen.add(gen)
+        if gen == "new":
+            out.write_text(old)
+    assert "old" in seen
+
+
+def test_read_only_directory_is_a_clear_error(tmp_path: Path) -> None:
+    d = tmp_path / "ro"
+    d.mkdir()
+    (d / "f.json").write_text("previous")
+    d.chmod(0o555)
+    try:
+        if os.access(d, os.W_OK):
+            pytest.skip("running as root: a read-only mode does not stop writes")
+        r = cli("run", "--demo", "--out", str(d / "f.json"))
+        assert r.returncode == 3 and "cannot write" in r.stderr
+        assert (d / "f.json").read_text() == "previous"
+    finally:
+        d.chmod(0o755)
+
+
+def _spec(tmp_path: Path, snaps: list[Path], fmt: str = "jsonl") -> RunSpec:
+    from gpu_triage.engine.compiler import load_rulebook
+
+    it = iter(snaps)
+    return RunSpec(
+        load_rulebook(),
+        "reference",
+        fmt,
+        tmp_path / "out",
+        "info",
+        lambda: (load_snapshot(next(it)), "test"),
+        History.load(tmp_path / "state.json"),
+    )
+
+
+def test_history_first_seen_last_seen_and_cleared(tmp_path: Path) -> None:
+    spec = _spec(
+        tmp_path,
+        [SNAPSHOTS / "xid79.json", SNAPSHOTS / "xid79.json", SNAPSHOTS / "healthy-busy.json"],
+    )
+    a = run_once(spec)
+    b = run_once(spec)
+    xa = next(f for f in a.findings if f.rule_id == "xid-79-fallen-off-bus")
+    xb = next(f for f in b.findings if f.rule_id == "xid-79-fallen-off-bus")
+    assert xb.first_seen == xa.first_seen and xb.last_seen > xa.last_seen
+    c = run_once(spec)
+    cleared = {x.rule_id for x in c.cleared}
+    assert "xid-79-fallen-off-bus" in cleared
+    # the state survives a new process (systemd timer runs)
+    assert History.load(tmp_path / "state.json").seen.keys() == {
+        History.key(f.rule_id, f.subject_key) for f in c.findings
+    }
+
+
+def test_loop_keeps_schedule_and_stops_on_sigterm(tmp_path: Path) -> None:
+    out = tmp_path / "loop.jsonl"
+    p = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "gpu_triage",
+            "run",
+            "--demo",
+            "--format",
+            "jsonl",
+            "--out",
+            str(out),
+            "--interval",
+            "0.3",
+            "--engine",
+            "reference",
+        ]
+    )
+    time.sleep(2.5)
+    p.send_signal(signal.SIGTERM)
+    assert p.wait(10) == 2  # last run's exit code: the demo is critical
+    lines = out.read_text().splitlines()
+    assert all(json.loads(line) for line in lines)
+    assert 5 <= len(lines) <= 10, len(lines)
+
+
+def test_loop_memory_is_steady(tmp_path: Path) -> None:
+    """Many iterations in one process: memory must not grow with the run count."""
+    import resource
+
+    snaps = [DEMO] * 400
+    spec = _spec(tmp_path, snaps, fmt="prometheus")
+    spec.engine = "auto"
+    rss: list[int] = []
+
+    def sample(_doc: FindingsDocument) -> None:
+        rss.append(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+
+    run_loop(spec, 0.0001, max_runs=400, on_run=sample)
+    assert len(rss) == 400
+    growth_kib = rss[-1] - rss[99]
+    assert growth_kib < 8 * 1024, f"max RSS grew {growth_kib} KiB over 300 runs"
+
+
+def test_loop_runs_in_a_thread_without_signals(tmp_path: Path) -> None:
+    spec = _spec(tmp_path, [DEMO] * 3)
+    t = threading.Thread(target=run_loop, args=(spec, 0.01), kwargs={"max_runs": 3})
+    t.start()
+    t.join(30)
+    assert len((tmp_path / "out").read_text().splitlines()) == 3
