@@ -160,7 +160,8 @@ def test_sigkill_while_writing_keeps_the_previous_output(tmp_path: Path) -> None
     out.write_text(old)
     writer = (
         "import sys; from gpu_triage.output import write_atomic; "
-        'write_atomic(sys.argv[1], \'{"generation": "new", "pad": "\' + \'y\' * 60_000_000 + \'"}\')'
+        "pad = 'y' * 60_000_000; "
+        'write_atomic(sys.argv[1], \'{"generation": "new", "pad": "\' + pad + \'"}\')'
     )
     seen = set()
     for delay in (0.05, 0.1, 0.2, 0.3, 0.4, 0.6):
