@@ -127,6 +127,19 @@ def build_parser() -> argparse.ArgumentParser:
     tui.add_argument("--record", type=Path, help="incident record file (default: a new one)")
     _add_rules_args(tui)
 
+    fleet = sub.add_parser("fleet", help="what many nodes' history shows that one node cannot")
+    fleet.add_argument(
+        "paths",
+        nargs="+",
+        type=Path,
+        help="JSONL histories, findings documents, snapshots, or folders of them",
+    )
+    fleet.add_argument("--format", choices=("markdown", "json"), default="markdown")
+    fleet.add_argument("--out", type=Path)
+    fleet.add_argument("--inventory", type=Path, help="CSV with host,rack,row columns")
+    fleet.add_argument("--top", type=int, default=20)
+    fleet.add_argument("--workers", type=int, help="processes reading files (default: CPUs)")
+
     facts = sub.add_parser("facts", help="the fact catalogue")
     fsub = facts.add_subparsers(dest="facts_command", metavar="SUBCOMMAND")
     fdocs = fsub.add_parser("docs", help="the fact catalogue as Markdown")
@@ -148,6 +161,8 @@ def main(argv: list[str] | None = None) -> int:
             return cmd_rules(args, ap)
         if args.command == "facts":
             return cmd_facts(args)
+        if args.command == "fleet":
+            return cmd_fleet(args)
         if args.command == "tui" or (args.command is None and argv is None and sys.stdin.isatty()):
             return cmd_tui(args if args.command == "tui" else ap.parse_args(["tui"]))
     except BrokenPipeError:
@@ -423,3 +438,17 @@ def cmd_tui(args: argparse.Namespace) -> int:
     from gpu_triage.tui.app import run_tui
 
     return run_tui(args)
+
+
+def cmd_fleet(args: argparse.Namespace) -> int:
+    from gpu_triage.engine.fleet import Inventory, analyse, fleet_markdown, read_fleet
+
+    missing = [p for p in args.paths if not p.exists()]
+    if missing:
+        _err(f"no such file or directory: {missing[0]}")
+        return ExitCode.USAGE
+    nodes, runs, errors, files = read_fleet(args.paths, args.workers)
+    rep = analyse(nodes, runs, errors, files, Inventory.load(args.inventory), top=args.top)
+    text = fleet_markdown(rep) if args.format == "markdown" else rep.model_dump_json(indent=2)
+    _emit(text if text.endswith("\n") else text + "\n", args.out)
+    return 0
