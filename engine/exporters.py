@@ -208,6 +208,30 @@ def prometheus_text(
         ],
     )
     if facts is not None:
+        host = facts.host
+        driver = (host.driver_version if host else None) or next(
+            (g.driver_version for g in facts.gpus if g.driver_version), None
+        )
+        cuda = (host.cuda_version if host else None) or next(
+            (g.cuda_version for g in facts.gpus if g.cuda_version), None
+        )
+        site = facts.site
+        m.family(
+            "gpu_triage_node_info",
+            "gauge",
+            "Node software versions and placement.",
+            [
+                (
+                    {
+                        "driver_version": driver or "",
+                        "cuda_version": cuda or "",
+                        "rack": (site.rack if site else None) or "",
+                        "row": (site.row if site else None) or "",
+                    },
+                    1,
+                )
+            ],
+        )
         m.family(
             "gpu_triage_gpu_info",
             "gauge",

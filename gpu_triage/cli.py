@@ -31,6 +31,29 @@ def _add_rules_args(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _add_check_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--severity",
+        choices=("warning", "critical"),
+        default="critical",
+        help="findings at or above this make the check fail",
+    )
+    p.add_argument(
+        "--findings",
+        type=Path,
+        help="use the findings file an unattended run wrote instead of collecting",
+    )
+    p.add_argument(
+        "--max-age",
+        type=float,
+        default=900.0,
+        help="seconds after which --findings is too old to trust",
+    )
+    p.add_argument("--snapshot", type=Path, help="evaluate this snapshot")
+    p.add_argument("--window", type=float, default=1.0)
+    _add_rules_args(p)
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(
         prog="gpu-triage",
@@ -64,6 +87,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="history of findings (first/last seen, cleared); default: beside --out",
     )
     run.add_argument("--kernel-log", type=Path, help="read this file as the kernel log")
+    run.add_argument(
+        "--also",
+        action="append",
+        default=[],
+        metavar="FORMAT:PATH",
+        help="write this run in another format too, e.g. jsonl:history.jsonl; repeatable",
+    )
     run.add_argument(
         "--min-severity",
         choices=SEVERITIES,
@@ -140,6 +170,17 @@ def build_parser() -> argparse.ArgumentParser:
     fleet.add_argument("--top", type=int, default=20)
     fleet.add_argument("--workers", type=int, help="processes reading files (default: CPUs)")
 
+    npd = sub.add_parser(
+        "npd", help="node-problem-detector custom plugin (exit 0 OK, 1 NonOK, 2 Unknown)"
+    )
+    _add_check_args(npd)
+    slurm = sub.add_parser(
+        "slurm-healthcheck", help="Slurm HealthCheckProgram: drain on findings, resume own drains"
+    )
+    _add_check_args(slurm)
+    slurm.add_argument("--node", help="Slurm node name (default: short hostname)")
+    slurm.add_argument("--scontrol", default="scontrol", help="path of scontrol")
+
     facts = sub.add_parser("facts", help="the fact catalogue")
     fsub = facts.add_subparsers(dest="facts_command", metavar="SUBCOMMAND")
     fdocs = fsub.add_parser("docs", help="the fact catalogue as Markdown")
@@ -163,6 +204,8 @@ def main(argv: list[str] | None = None) -> int:
             return cmd_facts(args)
         if args.command == "fleet":
             return cmd_fleet(args)
+        if args.command in ("npd", "slurm-healthcheck"):
+            return cmd_check(args)
         if args.command == "tui" or (args.command is None and argv is None and sys.stdin.isatty()):
             return cmd_tui(args if args.command == "tui" else ap.parse_args(["tui"]))
     except BrokenPipeError:
@@ -235,6 +278,16 @@ def cmd_run(args: argparse.Namespace) -> int:
     state = args.state
     if state is None and args.out is not None:
         state = args.out.with_name(f".{args.out.name}.state.json")
+    also: list[tuple[str, Path]] = []
+    for item in args.also:
+        fmt, sep, path = item.partition(":")
+        if not sep or fmt not in ("json", "jsonl", "markdown", "prometheus") or not path:
+            _err(
+                f"--also {item!r}: expected FORMAT:PATH with FORMAT json, jsonl, markdown "
+                "or prometheus"
+            )
+            return ExitCode.USAGE
+        also.append((fmt, Path(path)))
     spec = RunSpec(
         book,
         args.engine,
@@ -243,6 +296,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         args.min_severity,
         get_snapshot,
         History.load(state),
+        also,
     )
     try:
         if args.interval is not None:
@@ -452,3 +506,45 @@ def cmd_fleet(args: argparse.Namespace) -> int:
     text = fleet_markdown(rep) if args.format == "markdown" else rep.model_dump_json(indent=2)
     _emit(text if text.endswith("\n") else text + "\n", args.out)
     return 0
+
+
+def _check_findings(args: argparse.Namespace) -> tuple[Any, str]:
+    """The findings a check acts on: a recent findings file, a snapshot, or a live run."""
+    from gpu_triage.engine.evaluate import evaluate
+    from gpu_triage.engine.loader import RulebookError
+    from gpu_triage.integrations import read_recent_findings
+    from gpu_triage.snapshot import SnapshotError
+
+    if args.findings is not None:
+        return read_recent_findings(args.findings, args.max_age)
+    try:
+        book = _load_book(args)
+        snap = (
+            _load_snapshot(args.snapshot)
+            if args.snapshot
+            else _collect(args.window, progress=False)
+        )
+    except (RulebookError, SnapshotError) as exc:
+        return None, str(exc).splitlines()[0]
+    return evaluate(snap, book), ""
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    from gpu_triage import integrations as integ
+
+    doc, error = _check_findings(args)
+    if args.command == "npd":
+        code, message = integ.npd_verdict(doc, args.severity, error=error)
+        print(message)
+        return code
+    from gpu_triage.collectors.base import run_command
+
+    def run(argv: list[str]) -> tuple[int, str]:
+        res = run_command([args.scontrol, *argv[1:]], 30.0)
+        return (res.returncode if res.returncode is not None else 127), res.stdout + res.stderr
+
+    code, message = integ.slurm_healthcheck(
+        doc, args.node or integ.slurm_node_name(), run, severity=args.severity
+    )
+    print(f"gpu-triage slurm-healthcheck: {message}" + (f" ({error})" if error else ""))
+    return code

@@ -158,6 +158,7 @@ class RunSpec:
     min_severity: str
     get_snapshot: Callable[[], tuple[Snapshot, str]]
     history: History
+    also: list[tuple[str, Path]] = field(default_factory=list)  # more (format, path) outputs
 
 
 SEVERITIES = ("info", "warning", "critical")
@@ -171,6 +172,8 @@ def run_once(spec: RunSpec, now: datetime | None = None) -> FindingsDocument:
         doc.findings = [f for f in doc.findings if SEVERITIES.index(f.severity.value) >= floor]
     spec.history.apply(doc, now or datetime.now(UTC))
     write_output(doc, snap.facts, spec.fmt, spec.out)
+    for fmt, path in spec.also:
+        write_output(doc, snap.facts, fmt, path)
     spec.history.save()
     return doc
 
