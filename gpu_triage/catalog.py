@@ -77,6 +77,7 @@ _KINDS: list[tuple[str, str, type[BaseModel], bool, tuple[str, ...], bool, str |
         True,
         "pci_bus_id",
     ),
+    ("xid_history", "xid_history", f.XidHistory, False, ("history",), False, "pci_bus_id"),
     (
         "scheduler",
         "scheduler",

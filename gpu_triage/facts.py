@@ -335,6 +335,25 @@ class TopoFacts(FactModel):
     b_pci_bus_id: str | None = fact("", "PCI address of the second device when known")
     connection: str | None = fact("", "X, SYS, NODE, PHB, PXB, PIX or NV<n> (NVLink with n links)")
 
+    @computed_field(  # type: ignore[prop-decorator]
+        description="index of the first device when it is a GPU (GPU3 -> 3)",
+        json_schema_extra={"unit": ""},
+    )
+    @property
+    def a_gpu_index(self) -> int | None:
+        a = self.a or ""
+        return int(a[3:]) if a.startswith("GPU") and a[3:].isdigit() else None
+
+    @computed_field(  # type: ignore[prop-decorator]
+        description="the second device is a network adapter (NIC0, mlx5_0), not a GPU or CPU",
+        json_schema_extra={"unit": ""},
+    )
+    @property
+    def b_is_nic(self) -> bool | None:
+        if not self.b:
+            return None
+        return not (self.b[:3] in ("GPU", "CPU") and self.b[3:].isdigit())
+
 
 class PcieLinkFacts(FactModel):
     """A PCIe device's link as sysfs or lspci reports it."""
@@ -471,6 +490,25 @@ class NvlinkErrorEvent(KernelEvent):
     message: str | None = fact("", "the text logged")
 
 
+# --------------------------------------------------------------------------- history
+
+
+class XidHistory(FactModel):
+    """What earlier runs saw of one Xid code on one GPU (from a history store)."""
+
+    code: int | None = fact("", "Xid number")
+    pci_bus_id: str | None = fact("", "PCI address of the GPU, normalised")
+    gpu_uuid: str | None = fact("", "GPU UUID, where the history recorded it")
+    count_before_reset: int | None = fact(
+        "events", "times the code was logged on this GPU before its last reset (or reboot)"
+    )
+    last_seen_before_reset: datetime | None = fact(
+        "", "when the code was last logged before that reset"
+    )
+    last_reset_time: datetime | None = fact("", "when the GPU was last reset or the node rebooted")
+    resets_seen: int | None = fact("resets", "GPU resets or reboots the history has recorded")
+
+
 # --------------------------------------------------------------------------- scheduler
 
 
@@ -574,6 +612,7 @@ class Facts(BaseModel):
     bus_losses: list[BusLossEvent] = Field(default_factory=list)
     ooms: list[OomKillEvent] = Field(default_factory=list)
     nvlink_errors: list[NvlinkErrorEvent] = Field(default_factory=list)
+    xid_history: list[XidHistory] = Field(default_factory=list)
     scheduler: SchedulerFacts | None = None
     site: SiteInventory | None = None
     job: JobMetrics | None = None

@@ -1,0 +1,1 @@
+"""The responder's terminal UI (Textual). Loaded only by ``gpu-triage tui``."""
