@@ -239,9 +239,12 @@ def make_finding(inp: EvalInput, d: Decision, concl: Conclusions) -> Finding:
         asked = {
             m.path.removeprefix("answer.") for m in val.missing if m.path.startswith("answer.")
         }
-        if asked:
+        questions = [q for q in rule.rule.questions if q.id in asked]
+        # Only a person's answer is missing: ask. Collected facts are missing too: an
+        # answer alone would not settle it, so it cannot be evaluated (the questions are
+        # still listed).
+        if asked and all(m.path.startswith("answer.") for m in val.missing):
             status = Status.NEEDS_CONFIRMATION
-            questions = [q for q in rule.rule.questions if q.id in asked]
     return Finding(
         rule_id=rule.id,
         rule_version=rule.rule.version,

@@ -52,7 +52,7 @@ def explain(inp: EvalInput, book: Rulebook, rule_id: str) -> Explanation:
         if v.value is True:
             outcome = "fired"
         elif v.value is None:
-            asks = any(m.path.startswith("answer.") for m in v.missing)
+            asks = all(m.path.startswith("answer.") for m in v.missing) and bool(v.missing)
             outcome = "needs confirmation" if asks else "cannot evaluate"
         else:
             outcome = "not fired"

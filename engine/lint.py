@@ -17,6 +17,12 @@ def known_parsers() -> set[str]:
     return set(PARSERS)
 
 
+def knowledge_map_ids() -> set[str]:
+    from gpu_triage.engine.coverage import load_knowledge_map
+
+    return load_knowledge_map().ids
+
+
 def lint(
     paths: list[Path], *, include_builtin: bool = False, allow_untrusted: bool = True
 ) -> list[Diagnostic]:
@@ -24,6 +30,7 @@ def lint(
     book, diags = compile_rulebook(raw)
     out = list(raw.diagnostics) + diags
     parsers = known_parsers()
+    known_ids = knowledge_map_ids()
     compiled = {r.id for r in book.rules}
     for lr in raw.rules:
         rule, loc = lr.rule, lr.loc
@@ -44,6 +51,15 @@ def lint(
                     Diagnostic(loc.file, line, col, f"rule '{rule.id}' has no {missing} test case")
                 )
         for i, ref in enumerate(rule.references):
+            if (
+                _REFERENCE.match(ref)
+                and not ref.startswith(("http://", "https://"))
+                and ref not in known_ids
+            ):
+                line, col = loc.where(("references", i))
+                out.append(
+                    Diagnostic(loc.file, line, col, f"reference '{ref}' is not a knowledge-map ID")
+                )
             if not _REFERENCE.match(ref):
                 line, col = loc.where(("references", i))
                 out.append(

@@ -11,13 +11,13 @@ import json
 from pydantic import TypeAdapter
 
 from gpu_triage.engine.findings import FindingsDocument
-from gpu_triage.engine.model import Overlay, Rule
+from gpu_triage.engine.model import Overlay, Rule, XidCatalog
 
 
 def rule_schema() -> dict[str, object]:
-    schema = TypeAdapter(Rule | Overlay).json_schema()
+    schema = TypeAdapter(Rule | Overlay | XidCatalog).json_schema()
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
-    schema["title"] = "gpu-triage rule or overlay (one YAML document)"
+    schema["title"] = "gpu-triage rule, overlay or Xid catalogue (one YAML document)"
     return schema
 
 

@@ -1,0 +1,250 @@
+"""Running one runbook command with its output streamed line by line (asyncio, no Textual).
+
+The TUI runs a step through :func:`run_streaming`; so can any other front end. The
+command is an argument list, never a shell line. It runs in its own session (process
+group) with a minimal environment; stdout and stderr are merged in arrival order. A
+timeout, a cancel event or the cancellation of the awaiting task ends it: the whole
+process group gets SIGTERM, then SIGKILL after a grace period, so nothing it started
+outlives it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from gpu_triage.collectors.base import minimal_env
+
+MAX_LINE_CHARS = 4096  # longer lines are cut (a binary blob is not worth showing)
+MAX_OUTPUT_CHARS = 2_000_000  # what is kept for parsing and the record
+GRACE_S = 2.0  # between SIGTERM and SIGKILL
+READ_CHUNK = 65536
+TRUNCATED_MARK = " …[line truncated]"
+
+
+@dataclass
+class CommandResult:
+    argv: list[str]
+    returncode: int | None = None
+    output: str = ""
+    duration_s: float = 0.0
+    timed_out: bool = False
+    cancelled: bool = False
+    missing: bool = False  # the executable does not exist
+    denied: bool = False  # it exists but cannot be run
+    error: str = ""
+    truncated: bool = False  # output beyond MAX_OUTPUT_CHARS was dropped
+    lines: int = 0
+    pgid: int | None = field(default=None, repr=False)
+
+    @property
+    def ok(self) -> bool:
+        return self.returncode == 0 and not (self.timed_out or self.cancelled)
+
+    @property
+    def status(self) -> str:
+        """One word for people: ok, exit N, timed out, cancelled, not found, denied."""
+        if self.missing:
+            return "not found"
+        if self.denied:
+            return "permission denied"
+        if self.cancelled:
+            return "cancelled"
+        if self.timed_out:
+            return "timed out"
+        if self.returncode is None:
+            return "did not start"
+        if self.returncode < 0:
+            return f"killed by signal {-self.returncode}"
+        return "ok" if self.returncode == 0 else f"exit {self.returncode}"
+
+
+class _Lines:
+    """Split a byte stream into text lines, cutting over-long ones, keeping a bounded copy."""
+
+    def __init__(self, on_line: Callable[[str], None], max_line: int, max_total: int) -> None:
+        self.on_line, self.max_line, self.max_total = on_line, max_line, max_total
+        self.pending = b""
+        self.kept: list[str] = []
+        self.kept_chars = 0
+        self.count = 0
+        self.truncated = False
+        self._skipping = False  # inside an over-long line, already emitted
+
+    def feed(self, data: bytes) -> None:
+        self.pending += data
+        while True:
+            nl = self.pending.find(b"\n")
+            if nl < 0:
+                if len(self.pending) > self.max_line * 4 and not self._skipping:
+                    self._emit(self.pending, cut=True)
+                    self._skipping = True
+                if self._skipping:
+                    self.pending = b""
+                return
+            raw, self.pending = self.pending[:nl], self.pending[nl + 1 :]
+            if self._skipping:
+                self._skipping = False
+                continue
+            self._emit(raw)
+
+    def close(self) -> None:
+        if self.pending and not self._skipping:
+            self._emit(self.pending)
+        self.pending = b""
+
+    def _emit(self, raw: bytes, cut: bool = False) -> None:
+        line = raw.decode("utf-8", errors="replace").rstrip("\r")
+        if len(line) > self.max_line:
+            line, cut = line[: self.max_line], True
+        if cut:
+            line += TRUNCATED_MARK
+        self.count += 1
+        if self.kept_chars + len(line) + 1 <= self.max_total:
+            self.kept.append(line)
+            self.kept_chars += len(line) + 1
+        else:
+            self.truncated = True
+        self.on_line(line)
+
+
+async def run_streaming(
+    argv: list[str],
+    timeout_s: float,
+    on_line: Callable[[str], None],
+    *,
+    cancel: asyncio.Event | None = None,
+    env: dict[str, str] | None = None,
+    max_line_chars: int = MAX_LINE_CHARS,
+    max_output_chars: int = MAX_OUTPUT_CHARS,
+    grace_s: float = GRACE_S,
+) -> CommandResult:
+    """Run ``argv``, calling ``on_line`` for each output line as it arrives.
+
+    Returns when the command exits, times out (``timed_out``) or ``cancel`` is set
+    (``cancelled``); in the last two cases its process group has been killed. If the
+    awaiting task itself is cancelled, the group is killed and CancelledError propagates.
+    ``on_line`` is called on the event loop's thread."""
+    result = CommandResult(list(argv))
+    start = time.monotonic()
+    if not argv or not argv[0]:
+        result.error = "empty command"
+        return result
+    try:
+        proc = await asyncio.create_subprocess_exec(
+            *argv,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT,
+            env=minimal_env() if env is None else env,
+            start_new_session=True,  # its own process group: killing it reaches children
+        )
+    except FileNotFoundError:
+        result.missing, result.error = True, f"{argv[0]}: command not found"
+        return result
+    except PermissionError as exc:
+        result.denied, result.error = True, f"{argv[0]}: {exc}"
+        return result
+    except OSError as exc:
+        result.error = f"{argv[0]}: {exc}"
+        return result
+    result.pgid = proc.pid
+    lines = _Lines(on_line, max_line_chars, max_output_chars)
+
+    async def pump() -> None:
+        assert proc.stdout is not None
+        while data := await proc.stdout.read(READ_CHUNK):
+            lines.feed(data)
+        lines.close()
+        await proc.wait()
+
+    pump_task = asyncio.ensure_future(pump())
+    waiters: set[asyncio.Future[Any]] = {pump_task}
+    cancel_task: asyncio.Future[Any] | None = None
+    if cancel is not None:
+        cancel_task = asyncio.ensure_future(cancel.wait())
+        waiters.add(cancel_task)
+    try:
+        done, _ = await asyncio.wait(waiters, timeout=timeout_s, return_when="FIRST_COMPLETED")
+        if pump_task not in done:
+            if cancel_task is not None and cancel_task in done:
+                result.cancelled = True
+            else:
+                result.timed_out = True
+    finally:
+        if cancel_task is not None:
+            cancel_task.cancel()
+        if proc.returncode is None:
+            await _terminate_group(proc, grace_s)
+        if not pump_task.done():
+            # The pipe closes once every process holding it is gone; do not wait forever
+            # on a grandchild that escaped the group.
+            with contextlib.suppress(TimeoutError, asyncio.CancelledError):
+                await asyncio.wait_for(pump_task, 1.0)
+            pump_task.cancel()
+        lines.close()
+        result.duration_s = time.monotonic() - start
+    result.returncode = proc.returncode
+    result.output = "\n".join(lines.kept)
+    result.truncated = lines.truncated
+    result.lines = lines.count
+    return result
+
+
+async def _terminate_group(proc: asyncio.subprocess.Process, grace_s: float) -> None:
+    """SIGTERM the process group, wait ``grace_s``, then SIGKILL it; reap the leader."""
+    for sig, wait in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 5.0)):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            pass
+        except PermissionError:
+            with contextlib.suppress(ProcessLookupError):
+                proc.send_signal(sig)
+        try:
+            await asyncio.wait_for(asyncio.shield(proc.wait()), wait)
+        except TimeoutError:
+            continue
+        # The leader is gone; make sure nothing else of its group survives, and give
+        # the kernel a moment to take the rest away.
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        deadline = time.monotonic() + 1.0
+        while group_alive(proc.pid) and time.monotonic() < deadline:
+            await asyncio.sleep(0.02)
+        return
+
+
+def group_alive(pgid: int) -> bool:
+    """Whether a live (not zombie) process of group ``pgid`` still exists.
+
+    Zombies are ignored: once killed, a child orphaned by the group's leader waits for
+    init to reap it, which in containers can take a while, but it runs nothing."""
+    proc = "/proc"
+    if not os.path.isdir(proc):
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        return True
+    for entry in os.listdir(proc):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"{proc}/{entry}/stat", "rb") as fh:
+                stat = fh.read().decode(errors="replace")
+        except OSError:
+            continue
+        # pid (comm) state ppid pgrp ...; comm may contain spaces and parentheses.
+        fields = stat[stat.rfind(")") + 2 :].split()
+        if len(fields) >= 3 and fields[2] == str(pgid) and fields[0] not in ("Z", "X"):
+            return True
+    return False

@@ -1,0 +1,80 @@
+"""Golden text renderings of the main screens (monochrome, as NO_COLOR shows them).
+
+A test rulebook is used, not the packaged one, so rule edits do not churn the goldens.
+GPU_TRIAGE_UPDATE_SNAPSHOTS=1 rewrites them; look at the diff before committing."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from gpu_triage.engine.compiler import load_rulebook
+from gpu_triage.tui.app import TriageApp
+from gpu_triage.tui.record import IncidentRecord
+from gpu_triage.tui.session import TriageSession
+
+from .conftest import check_golden, demo_snapshot, screen_text, write_rulebook
+
+pytestmark = pytest.mark.slow
+
+
+def _app(tmp_path: Path) -> TriageApp:
+    rules = write_rulebook(
+        tmp_path,
+        step_cmd=["nvidia-smi", "-q", "-d", "PERFORMANCE"],
+        sleep_cmd=["sleep", "60"],
+    )
+    book = load_rulebook([rules], include_builtin=False, allow_untrusted=True)
+    session = TriageSession(
+        demo_snapshot(),
+        book,
+        engine="reference",
+        source="demo",
+        record=IncidentRecord(tmp_path / "r.jsonl"),
+    )
+    return TriageApp(book=book, session=session, engine="reference", source_label="demo incident")
+
+
+@pytest.fixture(autouse=True)
+def _same_everywhere(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("gpu_triage.tui.modals._who", lambda: "responder@node")
+
+
+def _shot(name: str, size: tuple[int, int], keys: tuple[str, ...], tmp_path: Path) -> None:
+    async def go() -> None:
+        app = _app(tmp_path)
+        async with app.run_test(size=size) as pilot:
+            await app.workers.wait_for_complete()
+            await pilot.pause()
+            for key in keys:
+                await pilot.press(key)
+                await pilot.pause()
+            check_golden(name, screen_text(app))
+
+    asyncio.run(go())
+
+
+def test_findings_80x24(tmp_path: Path) -> None:
+    _shot("findings-80x24", (80, 24), (), tmp_path)
+
+
+def test_findings_wide_120x30(tmp_path: Path) -> None:
+    _shot("findings-120x30", (120, 30), (), tmp_path)
+
+
+def test_findings_narrow_60x20(tmp_path: Path) -> None:
+    _shot("findings-60x20", (60, 20), (), tmp_path)
+
+
+def test_runbook_80x24(tmp_path: Path) -> None:
+    _shot("runbook-80x24", (80, 24), ("enter",), tmp_path)
+
+
+def test_confirm_modal_80x24(tmp_path: Path) -> None:
+    _shot("confirm-80x24", (80, 24), ("enter", "r"), tmp_path)
+
+
+def test_question_modal_80x24(tmp_path: Path) -> None:
+    _shot("question-80x24", (80, 24), ("a",), tmp_path)

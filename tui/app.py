@@ -1,0 +1,361 @@
+"""The responder's terminal UI: ``gpu-triage tui``.
+
+Keyboard first, usable at 80x24 over SSH, readable with NO_COLOR (severities are words
+as well as colours). Snapshot mode opens at once; live mode shows each collector's
+progress, then the findings. Everything a responder does is appended to the incident
+record as it happens.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from textual import work
+from textual.app import App, SystemCommand
+from textual.binding import Binding
+from textual.screen import Screen
+from textual.worker import Worker, WorkerState
+
+from gpu_triage.engine.compiler import Rulebook
+from gpu_triage.engine.findings import Finding
+from gpu_triage.snapshot import Snapshot
+from gpu_triage.tui.modals import NoteModal, QuestionModal
+from gpu_triage.tui.record import IncidentRecord, default_path
+from gpu_triage.tui.screens import (
+    CollectScreen,
+    FactsScreen,
+    FindingsScreen,
+    HistoryScreen,
+    TriageScreen,
+)
+from gpu_triage.tui.session import TriageSession
+
+CSS = """
+$border-focus: $primary;
+Screen { background: $background; }
+#summary { height: auto; max-height: 3; padding: 0 1; background: $boost; }
+#main { height: 1fr; }
+#findings { width: 45%; height: 1fr; border: round $panel; }
+#findings:focus { border: round $border-focus; }
+#detail-pane { width: 1fr; height: 1fr; border: round $panel; padding: 0 1; }
+#detail-pane:focus-within, #detail-pane:focus { border: round $border-focus; }
+#rb-title { height: auto; max-height: 3; padding: 0 1; background: $boost; }
+#rb-main { height: 1fr; }
+#rb-left { width: 45%; height: 1fr; }
+#steps { height: auto; max-height: 8; border: round $panel; }
+#steps:focus { border: round $border-focus; }
+#step-pane { height: 1fr; padding: 0 1; }
+#output { width: 1fr; height: 1fr; border: round $panel; }
+#search { height: 3; }
+#facts-table { height: 1fr; }
+#facts-count { height: 1; padding: 0 1; }
+#explain-pane, #history-pane { padding: 0 1; }
+#progress { padding: 1 2; }
+
+/* Below 100 columns: panes stacked, list above detail. */
+Screen.-narrow #main, Screen.-narrow #rb-main { layout: vertical; }
+Screen.-narrow #findings { width: 1fr; height: 40%; }
+Screen.-narrow #detail-pane { width: 1fr; }
+Screen.-narrow #rb-left { width: 1fr; height: 55%; }
+Screen.-narrow #steps { max-height: 5; }
+Screen.-narrow #output { width: 1fr; }
+"""
+
+CollectFn = Callable[[Callable[[str, Any], None]], Snapshot]
+
+
+class TriageApp(App[int]):
+    """``session`` given: snapshot mode. ``collect`` given instead: live mode."""
+
+    TITLE = "gpu-triage"
+    CSS = CSS
+    ENABLE_COMMAND_PALETTE = True
+    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (100, "-wide")]
+    BINDINGS = [
+        Binding("q", "quit", "Quit", id="quit", tooltip="Leave (the record is already saved)"),
+        Binding("e", "export", "Export", id="export", tooltip="Export the incident record"),
+        Binding("ctrl+r", "recollect", "Re-collect", id="recollect", tooltip="Collect again"),
+        Binding("f1", "toggle_help", "Keys", id="help", tooltip="Show every key"),
+    ]
+
+    def __init__(
+        self,
+        *,
+        book: Rulebook,
+        session: TriageSession | None = None,
+        collect: CollectFn | None = None,
+        collector_names: Sequence[str] = (),
+        engine: str = "auto",
+        record_path: Path | None = None,
+        source_label: str = "",
+    ) -> None:
+        super().__init__()
+        if session is None and collect is None:
+            raise ValueError("either a session (snapshot mode) or a collect function (live)")
+        self.book = book
+        self.session: TriageSession = session  # type: ignore[assignment]  # set in live mode later
+        self.collect_fn = collect
+        self.collector_names = list(collector_names)
+        self.engine = engine
+        self.record_path = record_path
+        self.source_label = source_label or ("live" if collect else "")
+        self.collecting = False
+        self.last_export: tuple[Path, Path] | None = None
+        self.animation_level = "none"
+
+    # ------------------------------------------------------------------ start
+    def on_mount(self) -> None:
+        if self.session is not None:
+            self.push_screen(FindingsScreen())
+            self.reevaluate("opened")
+        else:
+            self.start_collection("first collection")
+        if not self.is_headless:
+            self.set_interval(5.0, self._watch_tty)
+
+    def _watch_tty(self) -> None:
+        """After an SSH drop, stdin is gone: leave instead of spinning (dolphie)."""
+        try:
+            alive = sys.stdin is not None and sys.stdin.isatty()
+        except (ValueError, OSError):
+            alive = False
+        if not alive:
+            self.exit(1)
+
+    def start_collection(self, reason: str) -> None:
+        if self.collect_fn is None:
+            self.notify("This session opened a snapshot: there is nothing to re-collect.")
+            return
+        if self.collecting:
+            self.notify("A collection is already running.")
+            return
+        self.collecting = True
+        screen = CollectScreen(self.collector_names, f"Collecting facts from this node ({reason})…")
+        self.push_screen(screen)
+        self._collect(screen, reason)
+
+    @work(thread=True, exclusive=True, group="collect", exit_on_error=False)
+    def _collect(self, screen: CollectScreen, reason: str) -> None:
+        assert self.collect_fn is not None
+
+        def progress(name: str, state: Any) -> None:
+            word = "running" if state is None else str(getattr(state, "value", state))
+            self.call_from_thread(screen.update_state, name, word)
+
+        snap = self.collect_fn(progress)
+        self.call_from_thread(self._collected, screen, snap, reason)
+
+    def _collected(self, screen: CollectScreen, snap: Snapshot, reason: str) -> None:
+        self.collecting = False
+        if self.session is None:
+            record = IncidentRecord(self.record_path or default_path(snap.hostname))
+            self.session = TriageSession(
+                snap, self.book, engine=self.engine, source="live", record=record
+            )
+            if self.screen is screen:
+                self.switch_screen(FindingsScreen())
+        else:
+            self.session.replace_snapshot(snap, reason)
+            if self.screen is screen:
+                self.pop_screen()
+        self.reevaluate(reason)
+
+    # ------------------------------------------------------------------ evaluation
+    def reevaluate(self, reason: str) -> None:
+        self._evaluate(reason)
+
+    @work(thread=True, exclusive=False, group="evaluate", exit_on_error=False)
+    def _evaluate(self, reason: str) -> None:
+        self.session.evaluate(reason)
+        self.call_from_thread(self.refresh_screens)
+
+    def refresh_screens(self) -> None:
+        for screen in self.screen_stack:
+            if isinstance(screen, TriageScreen):
+                screen.findings_changed()
+
+    def explain(self, rule_id: str, subject: str = "") -> str:
+        """Why the rule fired or not, clause by clause; ``subject``'s binding first."""
+        from gpu_triage.engine.explain import explain, render_explanation
+        from gpu_triage.engine.inputs import EvalInput
+
+        snap = self.session.snapshot.model_copy(deep=True)
+        try:
+            x = explain(EvalInput.from_snapshot(snap), self.book, rule_id)
+        except KeyError as exc:
+            return str(exc.args[0])
+        if subject:
+            x.bindings.sort(key=lambda b: b.subject != subject)
+        return render_explanation(x)
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        if event.state is WorkerState.ERROR:
+            err = event.worker.error
+            if event.worker.group == "collect":
+                self.collecting = False
+            self.notify(
+                f"{type(err).__name__}: {err}",
+                title=f"{event.worker.name} failed",
+                severity="error",
+                timeout=10,
+            )
+
+    # ------------------------------------------------------------------ people
+    def ask_questions(self, finding: Finding | None) -> None:
+        questions = list(finding.questions) if finding and finding.questions else []
+        answers = self.session.snapshot.facts.answers
+        if not questions:
+            questions = self.session.open_questions()
+        elif all(q.id in answers for q in questions):
+            pass  # the responder asked again on purpose: let them change the answer
+        if not questions:
+            self.notify("No open questions.")
+            return
+        self._ask(questions)
+
+    @work(exclusive=True, group="questions", exit_on_error=False)
+    async def _ask(self, questions: Iterable[Any]) -> None:
+        answered = []
+        for q in questions:
+            value = await self.push_screen_wait(QuestionModal(q))
+            if value is None:
+                break
+            self.session.answer(q, value)
+            answered.append(q.id)
+        if answered:
+            self.reevaluate(f"answered {', '.join(answered)}")
+
+    def add_note(self, finding: Finding | None, step: int | None = None) -> None:
+        about = "the incident"
+        if finding is not None:
+            about = f"{finding.title} ({finding.subject})"
+            if step is not None:
+                about = f"step {step + 1} of {about}"
+
+        def save(text: str | None) -> None:
+            if text:
+                self.session.note(text, finding, step)
+                self.notify("Note saved in the incident record.")
+                self.refresh_screens()
+
+        self.push_screen(NoteModal(about), save)
+
+    # ------------------------------------------------------------------ actions
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        # Snapshot mode: nothing to re-collect, so the key is hidden from the footer.
+        return not (action == "recollect" and self.collect_fn is None)
+
+    def action_export(self) -> None:
+        if self.session is None or self.session.record is None:
+            self.notify("No incident record yet.", severity="warning")
+            return
+        try:
+            md, js = self.session.record.export()
+        except OSError as exc:
+            self.notify(f"Cannot export: {exc}", severity="error")
+            return
+        self.last_export = (md, js)
+        self.notify(f"{md}\n{js}", title="Incident record exported", timeout=8)
+
+    def action_recollect(self) -> None:
+        self.start_collection("re-collected on request")
+
+    def action_toggle_help(self) -> None:
+        if self.screen.query("HelpPanel"):
+            self.action_hide_help_panel()
+        else:
+            self.action_show_help_panel()
+
+    def get_system_commands(self, screen: Screen[Any]) -> Iterable[SystemCommand]:
+        yield from super().get_system_commands(screen)
+        yield SystemCommand(
+            "Export incident record", "Write the record as Markdown and JSON", self.action_export
+        )
+        if self.collect_fn is not None:
+            yield SystemCommand(
+                "Re-collect facts",
+                "Collect this node again, keeping history",
+                self.action_recollect,
+            )
+        if self.session is not None:
+            yield SystemCommand("Browse facts", "Every fact, searchable", self._open_facts)
+            yield SystemCommand("Findings history", "Findings over time", self._open_history)
+            yield SystemCommand(
+                "Answer questions",
+                "The rulebook's open questions",
+                lambda: self.ask_questions(None),
+            )
+
+    def _open_facts(self) -> None:
+        self.push_screen(FactsScreen())
+
+    def _open_history(self) -> None:
+        self.push_screen(HistoryScreen())
+
+
+# --------------------------------------------------------------------------- entry point
+
+
+def build_app(args: argparse.Namespace) -> TriageApp:
+    """From ``gpu-triage tui`` arguments; raises RulebookError / SnapshotError."""
+    from gpu_triage.engine.compiler import load_rulebook
+
+    book = load_rulebook(
+        list(getattr(args, "rules", []) or []),
+        include_builtin=not getattr(args, "no_builtin", False),
+        allow_untrusted=getattr(args, "allow_untrusted_rules", False),
+    )
+    engine = getattr(args, "engine", "auto")
+    record_arg: Path | None = getattr(args, "record", None)
+    snapshot_path: Path | None = getattr(args, "snapshot", None)
+    if getattr(args, "demo", False):
+        from gpu_triage.cli import demo_snapshot_path
+
+        snapshot_path = demo_snapshot_path()
+    if snapshot_path is not None:
+        from gpu_triage.snapshot import load_snapshot
+
+        snap = load_snapshot(snapshot_path)
+        record = IncidentRecord(record_arg or default_path(snap.hostname))
+        session = TriageSession(snap, book, engine=engine, source=str(snapshot_path), record=record)
+        label = "demo incident" if getattr(args, "demo", False) else str(snapshot_path)
+        return TriageApp(book=book, session=session, engine=engine, source_label=label)
+
+    from gpu_triage.collectors.base import CollectContext
+    from gpu_triage.collectors.runner import collect_snapshot, default_collectors
+
+    window = float(getattr(args, "window", 1.0))
+    collectors = default_collectors()
+
+    def collect(progress: Callable[[str, Any], None]) -> Snapshot:
+        return collect_snapshot(collectors, CollectContext(window_s=window), progress=progress)
+
+    return TriageApp(
+        book=book,
+        collect=collect,
+        collector_names=[str(getattr(c, "name", type(c).__name__)) for c in collectors],
+        engine=engine,
+        record_path=record_arg,
+    )
+
+
+def run_tui(args: argparse.Namespace) -> int:
+    from gpu_triage.engine.loader import RulebookError
+    from gpu_triage.snapshot import SnapshotError
+
+    try:
+        app = build_app(args)
+    except (RulebookError, SnapshotError) as exc:
+        print(f"gpu-triage: {exc}", file=sys.stderr)
+        return 3
+    except OSError as exc:
+        print(f"gpu-triage: cannot open the incident record: {exc}", file=sys.stderr)
+        return 3
+    result = app.run()
+    if app.session is not None and app.session.record is not None:
+        print(f"incident record: {app.session.record.path}", file=sys.stderr)
+    return int(result or 0)

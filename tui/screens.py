@@ -1,0 +1,517 @@
+"""The TUI's screens: findings (main), runbook, explanation, facts, history, collection."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING
+
+from rich.text import Text
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.screen import Screen
+from textual.timer import Timer
+from textual.widgets import DataTable, Footer, Input, Log, OptionList, Static
+from textual.widgets.option_list import Option
+
+from gpu_triage.engine.findings import Finding
+from gpu_triage.engine.runner import CommandResult, run_streaming
+from gpu_triage.tui import render
+from gpu_triage.tui.modals import ConfirmRunModal, SecondConfirmModal
+from gpu_triage.tui.session import MARKS, step_key
+
+if TYPE_CHECKING:
+    from gpu_triage.tui.app import TriageApp
+
+LOG_MAX_LINES = 5000
+FLUSH_S = 0.05
+SEARCH_DEBOUNCE_S = 0.15
+
+
+class TriageScreen(Screen[None]):
+    """Base: typed access to the app and its session."""
+
+    @property
+    def triage(self) -> TriageApp:
+        return self.app  # type: ignore[return-value]
+
+    def findings_changed(self) -> None:
+        """Called by the app after every evaluation."""
+
+
+# --------------------------------------------------------------------------- findings
+
+
+class FindingsScreen(TriageScreen):
+    BINDINGS = [
+        Binding("enter", "open_runbook", "Runbook", id="open-runbook", show=False),
+        Binding("r", "open_runbook", "Runbook", id="runbook", tooltip="Steps that confirm it"),
+        Binding("w", "explain", "Why", id="explain", tooltip="Why it fired, or why not"),
+        Binding("a", "answer", "Answer", id="answer", tooltip="Answer the rulebook's questions"),
+        Binding("f", "facts", "Facts", id="facts", tooltip="Browse every fact"),
+        Binding("h", "history", "History", id="history", tooltip="Findings over time"),
+        Binding("n", "note", "Note", id="note", tooltip="Add a note to the record", show=False),
+        Binding("tab", "focus_next", "Pane", show=False),
+    ]
+
+    def compose(self) -> ComposeResult:
+        yield Static(id="summary")
+        with Horizontal(id="main"):
+            yield OptionList(id="findings", markup=False)
+            with VerticalScroll(id="detail-pane"):
+                yield Static(Text("Select a finding."), id="detail")
+        yield Footer(compact=True)
+
+    def on_mount(self) -> None:
+        self._keys: list[tuple[str, str] | None] = []
+        self.findings_changed()
+        self.query_one("#findings", OptionList).focus()
+
+    def current(self) -> Finding | None:
+        ol = self.query_one("#findings", OptionList)
+        i = ol.highlighted
+        if i is None or i >= len(self._keys):
+            return None
+        key = self._keys[i]
+        return self.triage.session.find(*key) if key else None
+
+    def findings_changed(self) -> None:
+        session = self.triage.session
+        doc = session.doc
+        self.query_one("#summary", Static).update(
+            render.summary_text(
+                doc, host=session.snapshot.hostname, source=self.triage.source_label
+            )
+        )
+        ol = self.query_one("#findings", OptionList)
+        before = self.current() if ol.option_count else None
+        keep = (before.rule_id, before.subject_key) if before else None
+        ol.clear_options()
+        self._keys = []
+        if doc is None:
+            ol.add_option(Option(Text("evaluating…"), disabled=True))
+            self._keys.append(None)
+            return
+        sections = (
+            ("FIRED, most urgent first", doc.findings, ""),
+            ("NEEDS CONFIRMATION", doc.needs_confirmation, "a question waits: press a"),
+            ("CANNOT EVALUATE", doc.cannot_evaluate, "facts missing: never healthy"),
+        )
+        for label, items, note in sections:
+            ol.add_option(Option(render.section_header(label, len(items), note), disabled=True))
+            self._keys.append(None)
+            if not items:
+                ol.add_option(Option(Text("   none", style="dim"), disabled=True))
+                self._keys.append(None)
+            for f in items:
+                marks = self._marks(f)
+                line = render.finding_line(f, marks)
+                if label != sections[0][0]:
+                    line.append(f" ({f.subject})", style="dim")
+                ol.add_option(Option(line))
+                self._keys.append((f.rule_id, f.subject_key))
+        target = next((i for i, k in enumerate(self._keys) if k and k == keep), None)
+        if target is None:
+            target = next((i for i, k in enumerate(self._keys) if k), None)
+        if target is not None:
+            ol.highlighted = target
+        self._show_detail()
+
+    def _marks(self, f: Finding) -> str:
+        labels = [
+            self.triage.session.steps[k].label
+            for i in range(len(f.runbook))
+            if (k := step_key(f, i)) in self.triage.session.steps
+        ]
+        return ", ".join(x for x in labels if x != "not run")
+
+    @on(OptionList.OptionHighlighted, "#findings")
+    def _highlighted(self) -> None:
+        self._show_detail()
+
+    @on(OptionList.OptionSelected, "#findings")
+    def _selected(self) -> None:
+        self.action_open_runbook()
+
+    def _show_detail(self) -> None:
+        f = self.current()
+        detail = self.query_one("#detail", Static)
+        if f is None:
+            detail.update(Text("No finding selected."))
+            return
+        session = self.triage.session
+        labels = [
+            session.steps[k].label if (k := step_key(f, i)) in session.steps else "not run"
+            for i in range(len(f.runbook))
+        ]
+        detail.update(render.detail_text(f, labels, session.snapshot.facts.answers))
+        self.query_one("#detail-pane", VerticalScroll).scroll_home(animate=False)
+
+    def action_open_runbook(self) -> None:
+        f = self.current()
+        if f is None:
+            return
+        if not f.runbook:
+            self.notify("This rule has no runbook steps.", severity="warning")
+            return
+        self.app.push_screen(RunbookScreen(f))
+
+    def action_explain(self) -> None:
+        f = self.current()
+        if f is not None:
+            self.app.push_screen(ExplainScreen(f))
+
+    def action_answer(self) -> None:
+        self.triage.ask_questions(self.current())
+
+    def action_facts(self) -> None:
+        self.app.push_screen(FactsScreen())
+
+    def action_history(self) -> None:
+        self.app.push_screen(HistoryScreen())
+
+    def action_note(self) -> None:
+        self.triage.add_note(self.current())
+
+
+# --------------------------------------------------------------------------- runbook
+
+
+class RunbookScreen(TriageScreen):
+    BINDINGS = [
+        Binding("escape", "back", "Back", id="back"),
+        Binding("enter", "run", "Run", id="run-step-enter", show=False),
+        Binding("r", "run", "Run", id="run-step", tooltip="Run the step (asks first)"),
+        Binding("c", "cancel", "Cancel", id="cancel-step", tooltip="Stop the running command"),
+        Binding("d", "mark('done')", "Done", id="mark-done"),
+        Binding("y", "mark('confirmed')", "Confirmed", id="mark-confirmed"),
+        Binding("x", "mark('ruled out')", "Ruled out", id="mark-ruled-out"),
+        Binding("s", "mark('skipped')", "Skip", id="mark-skipped"),
+        Binding("n", "note", "Note", id="step-note", show=False),
+        Binding("w", "explain", "Why", id="step-explain", show=False),
+    ]
+
+    def __init__(self, finding: Finding) -> None:
+        super().__init__()
+        self.finding = finding
+        self.running: int | None = None
+        self._cancel: asyncio.Event | None = None
+        self._pending: list[str] = []
+
+    def compose(self) -> ComposeResult:
+        yield Static(id="rb-title")
+        with Horizontal(id="rb-main"):
+            with Vertical(id="rb-left"):
+                yield OptionList(id="steps", markup=False)
+                with VerticalScroll(id="step-pane"):
+                    yield Static(id="step-info")
+            yield Log(id="output", max_lines=LOG_MAX_LINES, auto_scroll=True)
+        yield Footer(compact=True)
+
+    def on_mount(self) -> None:
+        self._fill_steps()
+        self.query_one("#steps", OptionList).focus()
+        self.query_one("#output", Log).write_line(
+            "Output of a step appears here. r runs it, after you confirm."
+        )
+        self.set_interval(FLUSH_S, self._flush)
+
+    def _title(self) -> Text:
+        f = self.finding
+        t = Text()
+        sev = f.severity.value
+        t.append(render.SEVERITY_WORD[sev], style=render.SEVERITY_STYLE[sev])
+        t.append(f" {f.title}", style="bold")
+        t.append(f"  {f.subject}", style="dim")
+        now = self.triage.session.find(f.rule_id, f.subject_key)
+        if self.triage.session.doc is not None:
+            t.append("\nnow: ")
+            if now is None:
+                t.append("no longer fires for this subject", style="green")
+            else:
+                t.append(render.STATUS_WORD[now.status], style="bold")
+        return t
+
+    def _fill_steps(self) -> None:
+        ol = self.query_one("#steps", OptionList)
+        keep = ol.highlighted or 0
+        ol.clear_options()
+        for i, step in enumerate(self.finding.runbook):
+            st = self.triage.session.steps.get(step_key(self.finding, i))
+            label = "running" if self.running == i else (st.label if st else "not run")
+            t = Text(f"{i + 1}. ")
+            t.append(f"[{label}] ", style=render.OUTCOME_STYLE.get(label, "dim"))
+            t.append(step.title)
+            ol.add_option(Option(t))
+        ol.highlighted = min(keep, max(ol.option_count - 1, 0))
+        self.query_one("#rb-title", Static).update(self._title())
+        self._show_step()
+
+    def findings_changed(self) -> None:
+        self._fill_steps()
+
+    @on(OptionList.OptionHighlighted, "#steps")
+    def _show_step(self) -> None:
+        i = self.index()
+        if i is None:
+            return
+        st = self.triage.session.steps.get(step_key(self.finding, i))
+        label = "running" if self.running == i else (st.label if st else "not run")
+        detail = st.detail if st else ""
+        if st and st.mark and st.outcome:
+            detail = f"command said: {st.outcome}; {detail}"
+        self.query_one("#step-info", Static).update(
+            render.step_text(self.finding.runbook[i], i, label, detail, st.notes if st else [])
+        )
+
+    @on(OptionList.OptionSelected, "#steps")
+    def _selected(self) -> None:
+        self.action_run()
+
+    def index(self) -> int | None:
+        return self.query_one("#steps", OptionList).highlighted
+
+    def action_back(self) -> None:
+        if self.running is not None:
+            self.notify("A step is running: press c to cancel it first.", severity="warning")
+            return
+        self.dismiss()
+
+    def action_run(self) -> None:
+        i = self.index()
+        if i is None:
+            return
+        if self.running is not None:
+            self.notify("A step is already running (c cancels it).", severity="warning")
+            return
+        if not self.finding.runbook[i].command:
+            self.notify("A manual step: do it, then mark it (d, y, x or s).")
+            return
+        self.run_step(i)
+
+    def action_cancel(self) -> None:
+        if self._cancel is not None and self.running is not None:
+            self._cancel.set()
+            self.notify("Cancelling: the command's process group is being stopped.")
+        else:
+            self.notify("Nothing is running.")
+
+    def action_mark(self, mark: str) -> None:
+        i = self.index()
+        if i is None or mark not in MARKS:
+            return
+        self.triage.session.mark(self.finding, i, mark)
+        self._fill_steps()
+        self.triage.refresh_screens()
+
+    def action_note(self) -> None:
+        i = self.index()
+        self.triage.add_note(self.finding, i)
+
+    def action_explain(self) -> None:
+        self.app.push_screen(ExplainScreen(self.finding))
+
+    def _on_line(self, line: str) -> None:
+        self._pending.append(render.clean_line(line))
+
+    def _flush(self) -> None:
+        if self._pending:
+            lines, self._pending = self._pending, []
+            self.query_one("#output", Log).write_lines(lines)
+
+    @work(exclusive=True, group="runbook-step", exit_on_error=False)
+    async def run_step(self, index: int) -> CommandResult | None:
+        step = self.finding.runbook[index]
+        if not await self.app.push_screen_wait(ConfirmRunModal(step, self.finding.subject)):
+            self.notify("Not run.")
+            return None
+        if (step.changes_system or step.needs_root) and not await self.app.push_screen_wait(
+            SecondConfirmModal(step)
+        ):
+            self.notify("Not run.")
+            return None
+        assert step.command is not None
+        log = self.query_one("#output", Log)
+        log.clear()
+        log.write_line(f"$ {render.argv_text(step.command)}")
+        self._cancel = asyncio.Event()
+        self.running = index
+        self._fill_steps()
+        try:
+            result = await run_streaming(
+                list(step.command), step.timeout_s, self._on_line, cancel=self._cancel
+            )
+        finally:
+            self.running = None
+            self._cancel = None
+        self._flush()
+        tail = f"[{result.status}, {result.duration_s:.1f} s, {result.lines} lines]"
+        if result.error:
+            tail = f"{result.error} {tail}"
+        log.write_line(tail)
+        applied = self.triage.session.apply_output(self.finding, index, result)
+        log.write_line(f"outcome: {applied.outcome}: {applied.detail}")
+        if applied.changed_kinds:
+            log.write_line(f"facts updated: {', '.join(applied.changed_kinds)}; re-evaluating")
+        self._fill_steps()
+        self.triage.reevaluate(f"step {index + 1} of {self.finding.rule_id}: {applied.outcome}")
+        return result
+
+
+# --------------------------------------------------------------------------- explanation
+
+
+class ExplainScreen(TriageScreen):
+    BINDINGS = [Binding("escape,q", "dismiss_screen", "Back", id="explain-back")]
+
+    def __init__(self, finding: Finding) -> None:
+        super().__init__()
+        self.finding = finding
+
+    def compose(self) -> ComposeResult:
+        with VerticalScroll(id="explain-pane"):
+            yield Static(id="explain")
+        yield Footer(compact=True)
+
+    def on_mount(self) -> None:
+        self.findings_changed()
+        self.query_one("#explain-pane").focus()
+
+    def findings_changed(self) -> None:
+        f = self.finding
+        t = Text(f"Why / why not: {f.title} ({f.subject})\n\n", style="bold")
+        t.append(self.triage.explain(f.rule_id, f.subject))
+        self.query_one("#explain", Static).update(t)
+
+    def action_dismiss_screen(self) -> None:
+        self.dismiss()
+
+
+# --------------------------------------------------------------------------- facts
+
+
+class FactsScreen(TriageScreen):
+    BINDINGS = [
+        Binding("escape", "dismiss_screen", "Back", id="facts-back"),
+        Binding("slash", "search", "Search", id="facts-search"),
+    ]
+
+    def compose(self) -> ComposeResult:
+        yield Input(
+            placeholder="search facts (gpu 3, temperature, unavailable, xid …)", id="search"
+        )
+        yield DataTable(id="facts-table", cursor_type="row", zebra_stripes=True)
+        yield Static(id="facts-count")
+        yield Footer(compact=True)
+
+    _timer: Timer | None = None
+
+    def on_mount(self) -> None:
+        table = self.query_one("#facts-table", DataTable)
+        table.add_columns("item", "fact", "value", "unit", "source / why missing")
+        self.findings_changed()
+        table.focus()
+
+    def findings_changed(self) -> None:
+        from gpu_triage.engine.inputs import kind_availability
+
+        snap = self.triage.session.snapshot
+        self._rows = render.fact_rows(snap, kind_availability(snap))
+        self._fill(self.query_one("#search", Input).value)
+
+    def _fill(self, query: str) -> None:
+        table = self.query_one("#facts-table", DataTable)
+        table.clear()
+        shown = 0
+        for row in self._rows:
+            if render.row_matches(row, query):
+                missing = row[3] == "unavailable"
+                cells = [
+                    Text(c, style="yellow" if missing and j in (3, 5) else "")
+                    for j, c in enumerate(row)
+                    if j != 0  # the section is for searching; the item column names it
+                ]
+                table.add_row(*cells)
+                shown += 1
+        self.query_one("#facts-count", Static).update(
+            Text(f"{shown} of {len(self._rows)} facts · / search · escape back", style="dim")
+        )
+
+    @on(Input.Changed, "#search")
+    def _search(self, event: Input.Changed) -> None:
+        # Debounced: typing a word refills the table once, not once per key.
+        if self._timer is not None:
+            self._timer.stop()
+        self._timer = self.set_timer(SEARCH_DEBOUNCE_S, lambda: self._fill(event.value))
+
+    @on(Input.Submitted, "#search")
+    def _done(self) -> None:
+        self.query_one("#facts-table", DataTable).focus()
+
+    def action_search(self) -> None:
+        self.query_one("#search", Input).focus()
+
+    def action_dismiss_screen(self) -> None:
+        if self.query_one("#search", Input).has_focus and self.query_one("#search", Input).value:
+            self.query_one("#search", Input).value = ""
+            return
+        self.dismiss()
+
+
+# --------------------------------------------------------------------------- history
+
+
+class HistoryScreen(TriageScreen):
+    BINDINGS = [Binding("escape,q", "dismiss_screen", "Back", id="history-back")]
+
+    def compose(self) -> ComposeResult:
+        yield Static(Text("Findings over time (+ new, - gone)", style="bold"))
+        with VerticalScroll(id="history-pane"):
+            yield Static(id="history")
+        yield Footer(compact=True)
+
+    def on_mount(self) -> None:
+        self.findings_changed()
+        self.query_one("#history-pane").focus()
+
+    def findings_changed(self) -> None:
+        self.query_one("#history", Static).update(render.history_text(self.triage.session.history))
+
+    def action_dismiss_screen(self) -> None:
+        self.dismiss()
+
+
+# --------------------------------------------------------------------------- collection
+
+
+class CollectScreen(Screen[None]):
+    """Per-collector progress while a live collection runs."""
+
+    BINDINGS = [Binding("q", "app.quit", "Quit", id="collect-quit")]
+
+    def __init__(self, names: list[str], note: str = "") -> None:
+        super().__init__()
+        self.names = names
+        self.note = note
+        self.states: dict[str, str] = dict.fromkeys(names, "waiting")
+
+    def compose(self) -> ComposeResult:
+        yield Static(Text(self.note or "Collecting facts from this node…", style="bold"))
+        yield Static(id="progress")
+        yield Footer(compact=True)
+
+    def on_mount(self) -> None:
+        self._redraw()
+
+    def update_state(self, name: str, state: str) -> None:
+        self.states[name] = state
+        self._redraw()
+
+    def _redraw(self) -> None:
+        t = Text()
+        for name, state in self.states.items():
+            style = {"ok": "green", "running": "bold", "waiting": "dim"}.get(state, "yellow")
+            t.append(f"  {name:<22}")
+            t.append(f"{state}\n", style=style)
+        self.query_one("#progress", Static).update(t)

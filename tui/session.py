@@ -1,0 +1,262 @@
+"""The state of one triage session, without Textual: facts, findings over time, step
+outcomes, answers, and the incident record. The app drives it; tests and benchmarks can
+use it alone."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from gpu_triage.collectors.merge import update_facts
+from gpu_triage.collectors.parsers.registry import get_parser
+from gpu_triage.engine.compiler import Rulebook
+from gpu_triage.engine.evaluate import evaluate
+from gpu_triage.engine.findings import Finding, FindingsDocument
+from gpu_triage.engine.inputs import EvalInput, bindings, subject_key
+from gpu_triage.engine.model import Question, QuestionType
+from gpu_triage.engine.reference import Conclusions, Evaluator
+from gpu_triage.engine.runner import CommandResult
+from gpu_triage.snapshot import Snapshot
+from gpu_triage.tui.record import IncidentRecord
+
+# What a responder may mark a step as, by hand.
+MARKS = ("done", "confirmed", "ruled out", "skipped")
+
+StepKey = tuple[str, str, int]  # rule id, subject key, step index
+
+
+@dataclass
+class StepState:
+    mark: str = ""  # one of MARKS, set by a person
+    outcome: str = ""  # confirmed | ruled out | inconclusive | failed | "" (not run)
+    detail: str = ""  # why that outcome
+    result: CommandResult | None = None
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def label(self) -> str:
+        if self.mark:
+            return self.mark
+        return self.outcome or "not run"
+
+
+@dataclass
+class HistoryEntry:
+    at: datetime
+    reason: str
+    doc: FindingsDocument
+
+
+@dataclass
+class StepApplied:
+    outcome: str
+    detail: str
+    changed_kinds: list[str]
+    parse_error: str = ""
+
+
+def step_key(f: Finding, index: int) -> StepKey:
+    return (f.rule_id, f.subject_key, index)
+
+
+def parse_answer(q: Question, text: str) -> bool | float | str:
+    """A typed answer from what a person typed; ValueError with a readable message."""
+    t = text.strip()
+    if q.type is QuestionType.YES_NO:
+        low = t.lower()
+        if low in ("y", "yes", "true", "1"):
+            return True
+        if low in ("n", "no", "false", "0"):
+            return False
+        raise ValueError("answer yes or no")
+    if q.type is QuestionType.NUMBER:
+        try:
+            return float(t) if any(c in t for c in ".eE") else int(t)
+        except ValueError:
+            raise ValueError(f"a number{f' in {q.unit}' if q.unit else ''}, please") from None
+    if t in q.choices:
+        return t
+    raise ValueError(f"one of: {', '.join(q.choices)}")
+
+
+class TriageSession:
+    """Holds the facts being looked at and evaluates them on request."""
+
+    def __init__(
+        self,
+        snapshot: Snapshot,
+        book: Rulebook,
+        *,
+        engine: str = "auto",
+        source: str = "",
+        record: IncidentRecord | None = None,
+    ) -> None:
+        self.snapshot = snapshot
+        self.book = book
+        self.engine = engine
+        self.source = source
+        self.record = record
+        self.doc: FindingsDocument | None = None
+        self.history: list[HistoryEntry] = []
+        self.steps: dict[StepKey, StepState] = {}
+        self._lock = threading.Lock()
+        if record is not None:
+            record.opened(
+                source=source,
+                hostname=snapshot.hostname,
+                rulebook=f"{len(book.rules)} rules, fingerprint {book.fingerprint}",
+                engine=engine,
+            )
+
+    # ------------------------------------------------------------------ evaluation
+    def evaluate(self, reason: str) -> FindingsDocument:
+        """Evaluate the current facts (safe from a worker thread: it reads a copy)."""
+        with self._lock:
+            snap = self.snapshot.model_copy(deep=True)
+        doc = evaluate(snap, self.book, engine=self.engine, source=self.source)
+        with self._lock:
+            self.doc = doc
+            self.history.append(HistoryEntry(datetime.now(UTC), reason, doc))
+        if self.record is not None:
+            self.record.findings(doc, reason)
+        return doc
+
+    def replace_snapshot(self, snapshot: Snapshot, reason: str = "re-collected") -> None:
+        """A fresh collection; answers given so far are kept."""
+        with self._lock:
+            answers = dict(self.snapshot.facts.answers)
+            snapshot.facts.answers.update(answers)
+            self.snapshot = snapshot
+        if self.record is not None:
+            detail = ", ".join(f"{c.name} {c.state.value}" for c in snapshot.collectors)
+            self.record.append("collect", reason=reason, detail=detail)
+
+    @staticmethod
+    def ordered(doc: FindingsDocument) -> list[Finding]:
+        return [*doc.findings, *doc.needs_confirmation, *doc.cannot_evaluate]
+
+    def find(self, rule_id: str, subject_key_: str) -> Finding | None:
+        if self.doc is None:
+            return None
+        return next(
+            (
+                f
+                for f in self.ordered(self.doc)
+                if f.rule_id == rule_id and f.subject_key == subject_key_
+            ),
+            None,
+        )
+
+    def open_questions(self) -> list[Question]:
+        """Questions the current findings wait on, unanswered, each once."""
+        if self.doc is None:
+            return []
+        seen: dict[str, Question] = {}
+        for f in self.doc.needs_confirmation:
+            for q in f.questions:
+                if q.id not in self.snapshot.facts.answers:
+                    seen.setdefault(q.id, q)
+        return list(seen.values())
+
+    # ------------------------------------------------------------------ steps
+    def step(self, f: Finding, index: int) -> StepState:
+        return self.steps.setdefault(step_key(f, index), StepState())
+
+    def apply_output(self, f: Finding, index: int, result: CommandResult) -> StepApplied:
+        """Fold a step's output into the facts (through its parser) and judge the step
+        by its ``confirms_when``. The caller re-evaluates afterwards."""
+        step = f.runbook[index]
+        state = self.step(f, index)
+        state.result = result
+        changed: list[str] = []
+        parse_error = ""
+        if not result.ok and not result.output:
+            outcome, detail = "failed", result.error or f"the command ended: {result.status}"
+        else:
+            if step.parser:
+                try:
+                    parsed = get_parser(step.parser)(result.output, " ".join(result.argv))
+                    with self._lock:
+                        changed = update_facts(self.snapshot.facts, parsed)
+                except Exception as exc:  # noqa: BLE001 - a parser failure is reported, not fatal
+                    parse_error = f"{type(exc).__name__}: {exc}"
+            outcome, detail = self.judge(f, index)
+            if not result.ok:
+                detail = f"{detail} (the command ended: {result.status})"
+            if parse_error:
+                detail = f"{detail}; the output could not be parsed: {parse_error}"
+        state.outcome, state.detail = outcome, detail
+        if self.record is not None:
+            self.record.command(
+                rule_id=f.rule_id,
+                subject=f.subject,
+                step=index,
+                title=step.title,
+                result=result,
+                outcome=outcome,
+                parsed_kinds=changed,
+                parse_error=parse_error,
+            )
+        return StepApplied(outcome, detail, changed, parse_error)
+
+    def judge(self, f: Finding, index: int) -> tuple[str, str]:
+        """Evaluate the step's ``confirms_when`` on the current facts, for the finding's
+        subject: confirmed, ruled out or inconclusive."""
+        rule = self.book.by_id(f.rule_id)
+        if rule is None:
+            return "inconclusive", "the rule is no longer in the rulebook"
+        expr = rule.confirms.get(index)
+        if expr is None:
+            return "inconclusive", "this step has no automatic check: read the output"
+        from gpu_triage.engine.enrich import enrich
+
+        with self._lock:
+            snap = self.snapshot.model_copy(deep=True)
+        inp = enrich(EvalInput.from_snapshot(snap), self.book)
+        binding: dict[str, Any] | None = None
+        for b in bindings(inp, rule.iter_kinds, rule.join_gpu):
+            if subject_key(b) == f.subject_key:
+                binding = b
+                break
+        if binding is None:
+            return "inconclusive", f"{f.subject} is not in the facts any more"
+        v = Evaluator(inp, binding, Conclusions()).eval(expr)
+        text = f.runbook[index].confirms_when or ""
+        if v.value is True:
+            return "confirmed", f"{text} holds"
+        if v.value is False:
+            return "ruled out", f"{text} does not hold"
+        missing = ", ".join(str(m) for m in v.missing[:3])
+        return "inconclusive", f"{text} cannot be decided: {missing or 'facts missing'}"
+
+    def mark(self, f: Finding, index: int, mark: str) -> None:
+        if mark not in MARKS and mark != "":
+            raise ValueError(f"unknown mark {mark!r}")
+        self.step(f, index).mark = mark
+        if self.record is not None:
+            self.record.mark(
+                rule_id=f.rule_id,
+                subject=f.subject,
+                step=index,
+                title=f.runbook[index].title,
+                mark=mark or "cleared",
+            )
+
+    def note(self, text: str, f: Finding | None = None, index: int | None = None) -> None:
+        if f is not None and index is not None:
+            self.step(f, index).notes.append(text)
+        if self.record is not None:
+            self.record.note(
+                text,
+                rule_id=f.rule_id if f else "",
+                subject=f.subject if f else "",
+                step=index,
+            )
+
+    def answer(self, q: Question, value: bool | float | str) -> None:
+        with self._lock:
+            self.snapshot.facts.answers[q.id] = value
+        if self.record is not None:
+            self.record.answer(q.id, value, q.text)
