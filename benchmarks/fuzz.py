@@ -1,3 +1,4 @@
+# ruff: noqa: C408 - keyword dicts read like the rule documents they stand for
 """Mutation fuzzing of every input gpu-triage reads from outside.
 
 Targets: the `when` expression parser and compiler, the rule loader (YAML), the snapshot
@@ -17,6 +18,7 @@ benchmarks/fuzz-failures/ (not committed) for reproduction.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import random
 import sys
 import time
@@ -53,9 +55,9 @@ def seeds_for(target: str) -> list[bytes]:
         "kubectl-describe-node": ["k8s"],
     }
     if target == "expression":
-        from gpu_triage.engine.loader import builtin_texts
-
         import yaml
+
+        from gpu_triage.engine.loader import builtin_texts
 
         exprs = []
         for _, text in builtin_texts():
@@ -112,14 +114,9 @@ def mutate(data: bytes, rnd: random.Random, pool: list[bytes]) -> bytes:
         elif choice == 5:  # binary junk
             b[rnd.randrange(n + 1) : 0] = rnd.randbytes(rnd.randint(1, 256))
         elif choice == 6:  # another encoding
-            try:
-                b = bytearray(
-                    bytes(b)
-                    .decode("utf-8", "replace")
-                    .encode(rnd.choice(["utf-16", "latin-1", "utf-32"]), "replace")
-                )
-            except (UnicodeError, LookupError):
-                pass
+            with contextlib.suppress(UnicodeError, LookupError):
+                text = bytes(b).decode("utf-8", "replace")
+                b = bytearray(text.encode(rnd.choice(["utf-16", "latin-1", "utf-32"]), "replace"))
         elif choice == 7 and n:  # delete a chunk
             i = rnd.randrange(n)
             del b[i : i + rnd.randint(1, 64)]
@@ -166,7 +163,7 @@ def runner_for(target: str) -> tuple[Callable[[bytes], object], tuple[type[BaseE
     if target == "expression":
         from gpu_triage.engine.compiler import CompileError, compile_rule
         from gpu_triage.engine.expr import ExprError
-        from gpu_triage.engine.loader import Located, LoadedRule
+        from gpu_triage.engine.loader import LoadedRule, Located
         from gpu_triage.engine.model import Rule
 
         template = dict(
@@ -246,7 +243,7 @@ def fuzz_target(args: tuple[str, int, int]) -> tuple[str, int, int, int, float, 
             run(data)
         except expected:
             pass
-        except Exception:  # noqa: BLE001 - that is what we are looking for
+        except Exception:
             failures += 1
             if len(notes) < 5:
                 OUT.mkdir(parents=True, exist_ok=True)

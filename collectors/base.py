@@ -111,8 +111,11 @@ class CollectContext:
 
     def keep_raw(self, collector: str, source: str, text: str) -> None:
         truncated = len(text) > MAX_RAW_CHARS
-        self.raw.append(RawOutput(collector=collector, source=source,
-                                  text=text[:MAX_RAW_CHARS], truncated=truncated))
+        self.raw.append(
+            RawOutput(
+                collector=collector, source=source, text=text[:MAX_RAW_CHARS], truncated=truncated
+            )
+        )
 
     def run(self, collector: str, argv: list[str], timeout_s: float | None = None) -> CommandResult:
         """Run a command and keep its output as raw evidence."""

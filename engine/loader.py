@@ -176,8 +176,9 @@ def load_text(text: str, file: str, rulebook: str, out: RawRulebook, order_start
     except yaml.reader.ReaderError as exc:  # a character YAML does not allow
         line = text.count("\n", 0, exc.position) + 1
         col = exc.position - (text.rfind("\n", 0, exc.position) + 1) + 1
-        out.diagnostics.append(Diagnostic(file, line, col, f"YAML: {exc.reason} "
-                                          f"(character {exc.character!r})"))
+        out.diagnostics.append(
+            Diagnostic(file, line, col, f"YAML: {exc.reason} (character {exc.character!r})")
+        )
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line, col = (mark.line + 1, mark.column + 1) if mark else (1, 1)

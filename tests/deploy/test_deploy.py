@@ -125,8 +125,10 @@ IDLE = "NodeName=gpu17 Arch=x86_64\n   State=IDLE ThreadsPerCore=2\n"
 
 
 def drained(reason: str) -> str:
-    return (f"NodeName=gpu17\n   State=IDLE+DRAIN ThreadsPerCore=2\n"
-            f"   Reason={reason} [root@2026-11-30T01:00:00]\n")
+    return (
+        f"NodeName=gpu17\n   State=IDLE+DRAIN ThreadsPerCore=2\n"
+        f"   Reason={reason} [root@2026-11-30T01:00:00]\n"
+    )
 
 
 def test_slurm_drains_with_the_finding_as_reason(tmp_path: Path, findings: dict[str, Path]) -> None:
