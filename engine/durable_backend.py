@@ -54,6 +54,10 @@ _NEG = {
 _MIRROR = {"==": "==", "!=": "!=", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
 _OPS = {"!=": "$neq", "<": "$lt", "<=": "$lte", ">": "$gt", ">=": "$gte"}
 WORKER_TIMEOUT_S = 30.0
+# durable_rules refuses a pattern of 16 and/or nodes or more ("error code: 113"); a rule
+# larger than this is decided by the reference evaluator inside this backend, and the
+# findings say so (EngineInfo.note).
+MAX_PATTERN_EXPRESSIONS = 15
 
 
 class RuleProgram:
@@ -63,8 +67,8 @@ class RuleProgram:
         self.index, self.rule = index, rule
         self.columns: dict[str, E.Expr] = {}  # column name -> expression computing it
         self._by_text: dict[str, str] = {}
-        self.strict = self._bool(rule.expr, False, True)
-        self.possible = self._bool(rule.expr, False, False)
+        self.strict = _flatten(self._root(rule.expr, True))
+        self.possible = _flatten(self._root(rule.expr, False))
 
     def _col(self, e: E.Expr) -> str:
         text = E.render(e) if not isinstance(e, E.Ref) or not e.local else f"@{e.name}"
@@ -80,25 +84,49 @@ class RuleProgram:
             return None, e.value
         return self._col(e), None
 
-    def _bool(self, e: E.Expr, neg: bool, strict: bool) -> dict[str, Any]:
+    # Each builder returns (condition, pending): in the *possible* variant, ``pending`` are
+    # the columns whose absence makes a literal unknown; their ``$nex`` guards are OR-ed in
+    # at the nearest AND (or the root). Under an OR they are hoisted, shared by every
+    # literal on the same column: OR is associative, so this is the same condition with
+    # fewer expressions (durable_rules refuses patterns of about 30 expressions).
+    def _root(self, e: E.Expr, strict: bool) -> dict[str, Any]:
+        cond, pending = self._bool(e, False, strict)
+        return _with_unknown(cond, pending)
+
+    def _bool(self, e: E.Expr, neg: bool, strict: bool) -> tuple[dict[str, Any], set[str]]:
         match e:
             case E.Const(value=v):
-                return ALWAYS if bool(v) != neg else NEVER
+                return (ALWAYS if bool(v) != neg else NEVER), set()
             case E.Not(operand=o):
                 return self._bool(o, not neg, strict)
             case E.BoolOp(op=op, operands=ops):
                 is_and = (op == "and") != neg
-                return {"$and" if is_and else "$or": [self._bool(o, neg, strict) for o in ops]}
+                parts = [self._bool(o, neg, strict) for o in ops]
+                if is_and:
+                    # Literals unknown for the same columns share one guard:
+                    # AND(Li or nex P) == AND(Li) or nex P.
+                    groups: dict[frozenset[str], list[dict[str, Any]]] = {}
+                    for c, p in parts:
+                        groups.setdefault(frozenset(p), []).append(c)
+                    terms = [
+                        _with_unknown(cs[0] if len(cs) == 1 else {"$and": cs}, set(p))
+                        for p, cs in groups.items()
+                    ]
+                    return (terms[0] if len(terms) == 1 else {"$and": terms}), set()
+                return {"$or": [c for c, _ in parts]}, set().union(*(p for _, p in parts))
             case E.Availability(ref=r, negate=negate):
                 col = self._col(r)
-                return {"$ex" if negate != neg else "$nex": {col: 1}}
+                return {"$ex" if negate != neg else "$nex": {col: 1}}, set()
             case E.Compare(op=op, left=left, right=right):
                 return self._compare(_NEG[op] if neg else op, left, right, strict)
             case _:  # a boolean-valued operand: a yes/no fact, a conclusion, exists()
                 col = self._col(e)
-                return self._guard({col: not neg}, [col], strict)
+                # a missing attribute never equals a value: no guard needed when strict
+                return {col: not neg}, (set() if strict else {col})
 
-    def _compare(self, op: str, left: E.Expr, right: E.Expr, strict: bool) -> dict[str, Any]:
+    def _compare(
+        self, op: str, left: E.Expr, right: E.Expr, strict: bool
+    ) -> tuple[dict[str, Any], set[str]]:
         if op in ("in", "not in"):
             assert isinstance(right, E.ListLit)
             col = self._col(left)
@@ -109,7 +137,9 @@ class RuleProgram:
                 lit = {"$or": [{col: v} for v in values]}
             else:
                 lit = {"$and": [{"$neq": {col: v}} for v in values]}
-            return self._guard(lit, [col], strict)
+            if strict and not values and op == "not in":
+                return {"$and": [{"$ex": {col: 1}}, lit]}, set()
+            return lit, (set() if strict else {col})
         lcol, lconst = self._operand(left)
         rcol, rconst = self._operand(right)
         if lcol is None:  # constant on the left: mirror so a column leads
@@ -117,17 +147,26 @@ class RuleProgram:
         assert lcol is not None
         rvalue: Any = {"$m": rcol} if rcol is not None else rconst
         lit = {lcol: rvalue} if op == "==" else {_OPS[op]: {lcol: rvalue}}
-        return self._guard(lit, [c for c in (lcol, rcol) if c], strict)
+        cols = {c for c in (lcol, rcol) if c}
+        if strict:
+            # durable_rules compares a missing attribute as false, except a missing ``$m``
+            # operand, which it reads as null: guard that one.
+            return (lit if rcol is None else {"$and": [{"$ex": {rcol: 1}}, lit]}), set()
+        return lit, cols
 
-    @staticmethod
-    def _guard(lit: dict[str, Any], cols: list[str], strict: bool) -> dict[str, Any]:
-        if strict:  # every operand present, so durable never compares a missing value
-            return {"$and": [*({"$ex": {c: 1}} for c in cols), lit]}
-        return {"$or": [lit, *({"$nex": {c: 1}} for c in cols)]}
+    @property
+    def size(self) -> int:
+        """and/or nodes in the larger of its two patterns, the root included: what
+        durable_rules caps (measured: 15 load, 16 fail with "error code: 113")."""
+        return max(_bool_nodes(self.pattern(self.strict)), _bool_nodes(self.pattern(self.possible)))
+
+    def pattern(self, cond: dict[str, Any]) -> dict[str, Any]:
+        head: list[dict[str, Any]] = [{"t": "row"}, {"r": self.index}]
+        return {"$and": head + (cond["$and"] if "$and" in cond else [cond])}
 
     def rules_json(self) -> dict[str, Any]:
         def pattern(cond: dict[str, Any]) -> dict[str, Any]:
-            return {"all": [{"m": {"$and": [{"t": "row"}, {"r": self.index}, cond]}}]}
+            return {"all": [{"m": self.pattern(cond)}]}
 
         return {
             f"r{self.index}": {**pattern(self.strict), "run": f"r{self.index}"},
@@ -144,6 +183,32 @@ class RuleProgram:
         return row
 
 
+def _with_unknown(cond: dict[str, Any], pending: set[str]) -> dict[str, Any]:
+    if not pending:
+        return cond
+    return {"$or": [cond, *({"$nex": {c: 1}} for c in sorted(pending))]}
+
+
+def _bool_nodes(cond: dict[str, Any]) -> int:
+    ((key, value),) = cond.items()
+    if key in ("$and", "$or"):
+        return 1 + sum(_bool_nodes(c) for c in value)
+    return 0
+
+
+def _flatten(cond: dict[str, Any]) -> dict[str, Any]:
+    """Merge nested and/or of the same kind and unwrap single children: the same
+    condition with fewer nodes."""
+    ((key, value),) = cond.items()
+    if key not in ("$and", "$or"):
+        return cond
+    items: list[dict[str, Any]] = []
+    for child in (_flatten(c) for c in value):
+        ((ck, cv),) = child.items()
+        items.extend(cv if ck == key else [child])
+    return items[0] if len(items) == 1 else {key: items}
+
+
 def compile_ruleset(book: Rulebook) -> tuple[dict[str, Any], dict[str, RuleProgram]]:
     programs = {r.id: RuleProgram(i, r) for i, r in enumerate(book.rules)}
     ruleset: dict[str, Any] = {
@@ -151,7 +216,8 @@ def compile_ruleset(book: Rulebook) -> tuple[dict[str, Any], dict[str, RuleProgr
         "__sink__": {"all": [{"m": {"t": "row"}}], "run": "__sink__"},
     }
     for p in programs.values():
-        ruleset.update(p.rules_json())
+        if p.size <= MAX_PATTERN_EXPRESSIONS:
+            ruleset.update(p.rules_json())
     return ruleset, programs
 
 
@@ -161,6 +227,15 @@ class DurableBackend:
     def __init__(self, book: Rulebook, worker_argv: list[str] | None = None) -> None:
         self.ruleset, self.programs = compile_ruleset(book)
         self._by_index = {p.index: p for p in self.programs.values()}
+        self.too_large = sorted(
+            r for r, p in self.programs.items() if p.size > MAX_PATTERN_EXPRESSIONS
+        )
+        self.note = (
+            f"{len(self.too_large)} rule(s) too large for durable_rules decided by the "
+            f"reference evaluator: {', '.join(self.too_large)}"
+            if self.too_large
+            else None
+        )
         self.worker_argv = worker_argv or [sys.executable, "-m", "gpu_triage.engine.durable_worker"]
         self._proc: subprocess.Popen[str] | None = None
         self._lock = threading.Lock()
@@ -239,9 +314,11 @@ class DurableBackend:
         concl: Conclusions,
     ) -> Verdicts:
         rows = []
+        large = [r for r in rules if r.id in self.too_large]
         for rule in rules:
-            prog = self.programs[rule.id]
-            rows.extend(prog.row(inp, b, i, concl) for i, b in enumerate(binds[rule.id]))
+            if rule.id not in self.too_large:
+                prog = self.programs[rule.id]
+                rows.extend(prog.row(inp, b, i, concl) for i, b in enumerate(binds[rule.id]))
         with self._lock:
             if self._proc is None or self._proc.poll() is not None:
                 self.close()
@@ -257,16 +334,26 @@ class DurableBackend:
         out: Verdicts = dict.fromkeys(possible, None)
         for key in strict:
             out[key] = True
+        if large:
+            from gpu_triage.engine.evaluate import ReferenceBackend
+
+            out.update(ReferenceBackend().run_stratum(inp, large, binds, concl))
         return out
 
 
 _SHARED: dict[str, DurableBackend] = {}
 _UNAVAILABLE: list[str] = []
+_SHARED_LOCK = threading.Lock()  # a warm-up thread and an evaluation may ask at once
 
 
 def shared_backend(book: Rulebook) -> DurableBackend:
     """One worker per rulebook per process (a new rulebook = a new worker: durable_rules
     cannot unload a ruleset, so reloading in place would leak)."""
+    with _SHARED_LOCK:
+        return _shared_backend(book)
+
+
+def _shared_backend(book: Rulebook) -> DurableBackend:
     if _UNAVAILABLE:
         raise BackendFailure(_UNAVAILABLE[0])
     key = book.fingerprint

@@ -146,7 +146,11 @@ def evaluate(
     elapsed = (time.perf_counter() - start) * 1000
     doc = build_document(inp, book, decisions, concl)
     doc.engine = EngineInfo(
-        name=backend.name, requested=engine, fallback_reason=fallback, duration_ms=round(elapsed, 3)
+        name=backend.name,
+        requested=engine,
+        fallback_reason=fallback,
+        duration_ms=round(elapsed, 3),
+        note=getattr(backend, "note", None),
     )
     doc.collectors = list(collectors)
     doc.snapshot_source = source

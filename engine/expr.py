@@ -18,6 +18,7 @@ Examples::
 from __future__ import annotations
 
 import ast
+import warnings
 from dataclasses import dataclass, field
 
 MAX_EXPR_CHARS = 4000
@@ -138,7 +139,9 @@ def parse_expr(text: str) -> Expr:
         raise ExprError(f"non-ASCII character {text[bad]!r} in an expression", bad + 1)
     source = " ".join(text.split("\n"))  # YAML folded text: one logical line, columns kept
     try:
-        tree = ast.parse(source.strip(), mode="eval")
+        with warnings.catch_warnings():  # e.g. "invalid decimal literal": ours to report
+            warnings.simplefilter("ignore")
+            tree = ast.parse(source.strip(), mode="eval")
     except SyntaxError as exc:
         raise ExprError(f"syntax error: {exc.msg}", exc.offset or 1) from None
     except (RecursionError, MemoryError, ValueError):

@@ -112,6 +112,7 @@ class EngineInfo(Model):
     name: str = Field(description="the evaluator that produced these findings")
     requested: str
     fallback_reason: str | None = None
+    note: str | None = Field(default=None, description="how the engine handled some rules")
     duration_ms: float = 0.0
 
 

@@ -300,6 +300,23 @@ class TriageApp(App[int]):
 # --------------------------------------------------------------------------- entry point
 
 
+def _warm_up_engine(book: Any) -> None:
+    """Start the durable_rules worker process while Textual starts, not after: the first
+    evaluation then finds it ready. A failure here is left for the evaluation to report."""
+    import threading
+
+    def start() -> None:
+        from gpu_triage.engine.durable_backend import shared_backend
+        from gpu_triage.engine.evaluate import BackendFailure
+
+        try:
+            shared_backend(book)
+        except BackendFailure:
+            pass
+
+    threading.Thread(target=start, name="durable-warm-up", daemon=True).start()
+
+
 def build_app(args: argparse.Namespace) -> TriageApp:
     """From ``gpu-triage tui`` arguments; raises RulebookError / SnapshotError."""
     from gpu_triage.engine.compiler import load_rulebook
@@ -310,6 +327,8 @@ def build_app(args: argparse.Namespace) -> TriageApp:
         allow_untrusted=getattr(args, "allow_untrusted_rules", False),
     )
     engine = getattr(args, "engine", "auto")
+    if engine in ("auto", "durable"):
+        _warm_up_engine(book)
     record_arg: Path | None = getattr(args, "record", None)
     snapshot_path: Path | None = getattr(args, "snapshot", None)
     if getattr(args, "demo", False):
