@@ -162,7 +162,7 @@ class RuleProgram:
 
     def pattern(self, cond: dict[str, Any]) -> dict[str, Any]:
         head: list[dict[str, Any]] = [{"t": "row"}, {"r": self.index}]
-        return {"$and": head + (cond["$and"] if "$and" in cond else [cond])}
+        return {"$and": head + cond.get("$and", [cond])}
 
     def rules_json(self) -> dict[str, Any]:
         def pattern(cond: dict[str, Any]) -> dict[str, Any]:

@@ -9,6 +9,7 @@ record as it happens.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
@@ -309,10 +310,8 @@ def _warm_up_engine(book: Any) -> None:
         from gpu_triage.engine.durable_backend import shared_backend
         from gpu_triage.engine.evaluate import BackendFailure
 
-        try:
+        with contextlib.suppress(BackendFailure):
             shared_backend(book)
-        except BackendFailure:
-            pass
 
     threading.Thread(target=start, name="durable-warm-up", daemon=True).start()
 
