@@ -47,8 +47,11 @@ def rule_decisions(
     rule: CompiledRule,
     backend: Backend,
     given: dict[str, bool] | None = None,
+    target_backend: Backend | None = None,
 ) -> tuple[list[Decision], Conclusions]:
-    """Evaluate one rule; conclusions it reads come from ``given`` or from the rulebook."""
+    """Evaluate one rule; conclusions it reads come from ``given`` or from the rulebook.
+    ``target_backend`` decides the rule itself when it differs from the book's (a test
+    that overrides params compiles its own copy)."""
     if given:
         concl = Conclusions()
         for name in book.conclusions:
@@ -62,7 +65,7 @@ def rule_decisions(
         )
         _, concl = decide(inp, sub, backend)
     binds = {rule.id: bindings(inp, rule.iter_kinds, rule.join_gpu)}
-    verdicts = backend.run_stratum(inp, [rule], binds, concl)
+    verdicts = (target_backend or backend).run_stratum(inp, [rule], binds, concl)
     decisions = []
     for i, b in enumerate(binds[rule.id]):
         v = verdicts.get((rule.id, i), False)
@@ -122,11 +125,15 @@ def run_case(
         target = replace(target, severity=rule.severity, stratum=rule.stratum)
     outcomes: dict[str, Any] = {}
     for backend in backends:
+        own = _backend_for(backend, target, book) if target is not rule else None
         try:
-            decisions, concl = rule_decisions(inp, book, target, backend, case.conclusions)
+            decisions, concl = rule_decisions(inp, book, target, backend, case.conclusions, own)
         except Exception as exc:  # noqa: BLE001 - a backend failure is a test failure
             res.problems.append(f"[{backend.name}] evaluation failed: {exc}")
             continue
+        finally:
+            if own is not None and hasattr(own, "close"):
+                own.close()
         findings = [make_finding(inp, d, concl) for d in decisions]
         res.findings[backend.name] = findings
         bound = [_bound_values(inp, d, concl, case) for d in decisions]
@@ -213,3 +220,12 @@ def run_rule_tests(
         for case in rule.rule.tests:
             results.append(run_case(book, rule, case, backends))
     return results
+
+
+def _backend_for(backend: Backend, rule: CompiledRule, book: Rulebook) -> Backend | None:
+    """A backend that knows ``rule`` as compiled for this test (its own params)."""
+    from gpu_triage.engine.durable_backend import DurableBackend
+
+    if isinstance(backend, DurableBackend):
+        return DurableBackend(Rulebook([rule], book.questions, book.conclusions, {}, []))
+    return None

@@ -279,15 +279,23 @@ def test_large_rules_compile_or_fall_back_per_rule() -> None:
     is decided by the reference evaluator inside the durable backend, and says so."""
     ors = " or ".join(f"gpu.index == {i + 1}" for i in range(40))
     ands = " and ".join(f"gpu.index != {i + 1}" for i in range(40))
-    mixed = " or ".join(f"gpu.temperature_gpu_c > {i + 50} and host.cpu_iowait_pct < {i + 1}"
-                        for i in range(20))
+    mixed = " or ".join(
+        f"gpu.temperature_gpu_c > {i + 50} and host.cpu_iowait_pct < {i + 1}" for i in range(20)
+    )
     book, errors = rulebook_of([ors, ands, mixed])
     assert not errors
     backend = DurableBackend(book)
     try:
         assert backend.too_large == ["gen-2"] and "gen-2" in (backend.note or "")
-        for inp in [EvalInput(Facts(gpus=[GpuFacts(index=i, temperature_gpu_c=60 + i)],
-                                    host=HostFacts(cpu_iowait_pct=3))) for i in range(4)]:
+        for inp in [
+            EvalInput(
+                Facts(
+                    gpus=[GpuFacts(index=i, temperature_gpu_c=60 + i)],
+                    host=HostFacts(cpu_iowait_pct=3),
+                )
+            )
+            for i in range(4)
+        ]:
             assert verdicts(inp, book, ReferenceBackend()) == verdicts(inp, book, backend)
     finally:
         backend.close()

@@ -277,3 +277,27 @@ def test_conclusion_cycle_is_refused(tmp_path: Path) -> None:
     with pytest.raises(RulebookError) as exc:
         load_rulebook([tmp_path], include_builtin=False)
     assert "cycle" in str(exc.value)
+
+
+def test_rule_test_params_apply_on_both_engines(tmp_path: Path) -> None:
+    from gpu_triage.engine.durable_backend import DurableBackend
+    from gpu_triage.engine.evaluate import ReferenceBackend
+    from gpu_triage.engine.ruletest import run_rule_tests
+
+    good = Path("tests/engine/test_lint.py").read_text().split('GOOD = """\\\n')[1].split('"""')[0]
+    (tmp_path / "r.yaml").write_text(
+        good
+        + (
+            "  - name: a lower threshold from the test fires at 60\n"
+            "    params: {max_c: 55}\n"
+            "    facts: {gpus: [{index: 0, temperature_gpu_c: 60}]}\n"
+            "    expect: {fires: true}\n"
+        )
+    )
+    book = load_rulebook([tmp_path], include_builtin=False)
+    durable = DurableBackend(book)
+    try:
+        results = run_rule_tests(book, [ReferenceBackend(), durable])
+    finally:
+        durable.close()
+    assert [r.problems for r in results] == [[], [], []]
