@@ -327,6 +327,12 @@ class NvmlCollector:
                 ]
                 results = [f.result() for f in futures]
         for res in results:
+            # Calls that failed with an unexplained error (not "not supported"): a GPU
+            # that answers some queries with errors is a finding of its own.
+            if not res.gpu.lost:
+                res.gpu.query_errors = sum(
+                    1 for u in res.gpu.unavailable.values() if u.reason is UnavailableReason.ERROR
+                )
             facts.gpus.append(res.gpu)
             facts.processes.extend(res.processes)
             facts.nvlinks.extend(res.nvlinks)

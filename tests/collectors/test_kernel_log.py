@@ -981,7 +981,9 @@ def _iso(dt: datetime) -> str:
 
 
 def _recent_log() -> str:
-    recent, old = NOW_LOCAL - timedelta(seconds=60), NOW_LOCAL - timedelta(hours=3)
+    # relative to the moment the test runs, not to import time (a long suite is slow)
+    now = datetime.now().astimezone()
+    recent, old = now - timedelta(seconds=60), now - timedelta(hours=3)
     return (
         f"{_iso(old)} NVRM: Xid (PCI:0000:41:00): 13, old one\n"
         f"{_iso(recent)} NVRM: Xid (PCI:0000:41:00): 79, pid=1, name=x, GPU has fallen off "

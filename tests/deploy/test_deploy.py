@@ -136,7 +136,9 @@ def test_slurm_drains_with_the_finding_as_reason(tmp_path: Path, findings: dict[
     assert code == 0 and calls[0] == "show node gpu17"
     update = calls[1]
     assert update.startswith("update NodeName=gpu17 State=DRAIN Reason=gpu-triage: ")
-    assert "xid-79-fallen-off-bus" in update and len(update.split("Reason=", 1)[1]) <= 120
+    # the top critical finding of the xid79 snapshot: NVML lost GPU 3 (Xid 79 on it)
+    assert "gpu-lost-nvml" in update and "0000:48:00.0" in update
+    assert len(update.split("Reason=", 1)[1]) <= 120
     assert "drained" in out
 
 

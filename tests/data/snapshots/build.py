@@ -69,6 +69,7 @@ def h100(i: int, **kw: object) -> GpuFacts:
         recovery_action="none",
         process_count=1,
         lost=False,
+        query_errors=0,
         source="nvml",
     )
     base.update(kw)
