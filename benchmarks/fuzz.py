@@ -210,9 +210,14 @@ def runner_for(target: str) -> tuple[Callable[[bytes], object], tuple[type[BaseE
             return parse_snapshot(data.decode("utf-8", "replace"), "fuzz.json")
 
         return run_snap, (SnapshotError,)
-    from gpu_triage.collectors.parsers.registry import get_parser
+    from gpu_triage.collectors.parsers.registry import clip_long_lines, raw_parser
 
-    parser = get_parser("nvidia-smi-compute-apps" if target == "compute-apps" else target)
+    # The parser without its ParseError guard (that would hide the bugs we look for),
+    # but with the same line clipping production applies.
+    raw = raw_parser("nvidia-smi-compute-apps" if target == "compute-apps" else target)
+
+    def parser(text: str, source: str) -> object:
+        return raw(clip_long_lines(text), source)
 
     def run_parser(data: bytes) -> object:
         return parser(data.decode("utf-8", "replace"), "fuzz")

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import re
 
-_RATE = re.compile(r"(\d+(?:[.,]\d+)?)\s*([KMGT]?)(bits|Bytes)/sec")
+_RATE = re.compile(r"(?<![\d.,])(\d{1,15}(?:[.,]\d{1,15})?)\s*([KMGT]?)(bits|Bytes)/sec")
 _BIT_SCALE = {"": 1.0, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12}
 _BYTE_SCALE = {"": 8.0, "K": 8.0 * 1024, "M": 8.0 * 1024**2, "G": 8.0 * 1024**3, "T": 8.0 * 1024**4}
 

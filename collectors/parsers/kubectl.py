@@ -87,8 +87,8 @@ _CONTAINER_KEYS = {
 }
 _AGE = re.compile(r"^(?:<unknown>|<invalid>|\d+(?:\.\d+)?[smhdy](?:\d+[smhdy])*)$")
 _AGE_REPEAT = re.compile(r"^\s*\(x\d+\s+over\s+[^)]*\)")
-_NODES = re.compile(r"(\d+)/(\d+) nodes are available")
-_ITEM = re.compile(r"^\s*(\d+)\s+(.+?)\.?\s*$")
+_NODES = re.compile(r"(?<!\d)(\d{1,9})/(\d{1,9}) nodes are available")
+_ITEM = re.compile(r"^\s*(\d{1,9})\s+(.+?)\.?\s*$")
 
 
 def _int(text: str | None) -> int | None:
@@ -146,7 +146,7 @@ def parse_scheduler_message(message: str) -> tuple[int | None, int | None, dict[
     # The 'preemption: ...' tail repeats the node count with other reasons: not ours.
     body = message[m.end() :].split(" preemption:")[0].lstrip(": ")
     reasons: dict[str, int] = {}
-    for item in re.split(r",\s+(?=\d+\s)", body):
+    for item in re.split(r",\s+(?=\d{1,9}\s)", body):
         im = _ITEM.match(item)
         if im:
             reasons[im.group(2)] = reasons.get(im.group(2), 0) + int(im.group(1))

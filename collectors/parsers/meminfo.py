@@ -12,7 +12,7 @@ import re
 from gpu_triage.collectors.parsers import ParseError
 from gpu_triage.facts import HostFacts, UnavailableReason
 
-_LINE = re.compile(r"^\s*([A-Za-z0-9_()]+):\s*(\d+)(?:\s*([kKmMgG]i?B))?\s*$")
+_LINE = re.compile(r"^\s*([A-Za-z0-9_()]+):\s*(\d{1,20})(?:\s*([kKmMgG]i?B))?\s*$")
 _TO_KIB = {"k": 1, "m": 1024, "g": 1024 * 1024}
 
 

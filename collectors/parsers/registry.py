@@ -10,6 +10,7 @@ from __future__ import annotations
 from importlib import import_module
 from typing import Protocol
 
+from gpu_triage.collectors.parsers import ParseError
 from gpu_triage.facts import Facts
 
 PARSERS: dict[str, str] = {
@@ -36,7 +37,8 @@ class TextParser(Protocol):
     def __call__(self, text: str, source: str = "<text>") -> Facts: ...
 
 
-def get_parser(name: str) -> TextParser:
+def raw_parser(name: str) -> TextParser:
+    """The parser itself, without the guards (the fuzzer calls this one)."""
     try:
         target = PARSERS[name]
     except KeyError:
@@ -44,3 +46,42 @@ def get_parser(name: str) -> TextParser:
     module, _, func = target.partition(":")
     parser: TextParser = getattr(import_module(module), func)
     return parser
+
+
+def get_parser(name: str) -> TextParser:
+    """The parser behind guards: lines clipped to a sane length, and any failure the
+    parser did not foresee reported as a ParseError naming the source, never raised raw
+    (a runbook step's odd output must not take down the TUI)."""
+    parser = raw_parser(name)
+
+    def guarded(text: str, source: str = "<text>") -> Facts:
+        try:
+            return parser(clip_long_lines(text), source)
+        except ParseError:
+            raise
+        except (
+            ValueError,
+            TypeError,
+            KeyError,
+            IndexError,
+            AttributeError,
+            RecursionError,
+            OverflowError,
+        ) as exc:
+            raise ParseError(
+                f"{name} parser could not read this output ({type(exc).__name__}: {exc})",
+                source=source,
+            ) from exc
+
+    return guarded
+
+
+MAX_LINE_CHARS = 16_384
+
+
+def clip_long_lines(text: str) -> str:
+    """Cut lines longer than any real tool prints (pastes of binary junk, runaway logs):
+    a parser's regexes then never see an unbounded line."""
+    if len(text) <= MAX_LINE_CHARS or max(map(len, text.splitlines()), default=0) <= MAX_LINE_CHARS:
+        return text
+    return "\n".join(line[:MAX_LINE_CHARS] for line in text.splitlines())

@@ -57,6 +57,14 @@ def _split_glued(tokens: list[str]) -> list[str]:
     return out
 
 
+def _bounds(part: str) -> tuple[int, int] | None:
+    """'168-223' -> (168, 223); anything that is not a numeric range -> None."""
+    lo, _, hi = part.partition("-")
+    if lo.isdigit() and hi.isdigit():
+        return int(lo), int(hi)
+    return None
+
+
 def _unglue_cpu(cpu: str, ranges_seen: list[str]) -> tuple[str, str] | None:
     """'56-111,168-2231' -> ('56-111,168-223', '1'): a NUMA digit glued to the CPU list.
 
@@ -66,13 +74,13 @@ def _unglue_cpu(cpu: str, ranges_seen: list[str]) -> tuple[str, str] | None:
     widths = set()
     for lst in ranges_seen:
         for part in lst.split(","):
-            lo, _, hi = part.partition("-")
-            if hi:
-                widths.add(int(hi) - int(lo))
+            bounds = _bounds(part)
+            if bounds is not None:
+                widths.add(bounds[1] - bounds[0])
     for part in cpu.split(","):
-        lo, _, hi = part.partition("-")
-        if hi and int(hi) >= int(lo):
-            widths.add(int(hi) - int(lo))
+        bounds = _bounds(part)
+        if bounds is not None and bounds[1] >= bounds[0]:
+            widths.add(bounds[1] - bounds[0])
     candidates = []
     for k in (1, 2):
         head, tail = cpu[:-k], cpu[-k:]
