@@ -18,6 +18,6 @@ spec.loader.exec_module(fuzz)
 @pytest.mark.parametrize("target", fuzz.targets())
 def test_target_survives_mutated_inputs(target: str) -> None:
     count = 40 if target == "rule-yaml" else 250
-    name, tried, failures, slow, _secs, notes = fuzz.fuzz_target((target, count, 7))
+    _name, tried, failures, slow, _secs, notes = fuzz.fuzz_target((target, count, 7))
     assert tried == count
     assert (failures, slow) == (0, 0), notes
