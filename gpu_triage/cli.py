@@ -66,7 +66,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     run = sub.add_parser("run", help="evaluate a snapshot (or collect one) and write findings")
     run.add_argument("--snapshot", type=Path, help="evaluate this snapshot instead of collecting")
-    run.add_argument("--demo", action="store_true", help="evaluate the bundled demo incident")
+    run.add_argument(
+        "--demo",
+        nargs="?",
+        const="incident",
+        metavar="NAME",
+        help="evaluate a bundled demo incident (names: gpu-triage run --demo list)",
+    )
     run.add_argument("--out", type=Path, help="write findings here (atomically); default stdout")
     run.add_argument(
         "--format",
@@ -151,7 +157,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     tui = sub.add_parser("tui", help="the responder's terminal UI (default with no command)")
     tui.add_argument("--snapshot", type=Path, help="open this snapshot instead of collecting")
-    tui.add_argument("--demo", action="store_true", help="open the bundled demo incident")
+    tui.add_argument(
+        "--demo",
+        nargs="?",
+        const="incident",
+        metavar="NAME",
+        help="open a bundled demo incident (default: incident)",
+    )
     tui.add_argument("--window", type=float, default=1.0)
     tui.add_argument("--engine", choices=("auto", "durable", "reference"), default="auto")
     tui.add_argument("--record", type=Path, help="incident record file (default: a new one)")
@@ -245,10 +257,28 @@ def _load_snapshot(path: Path) -> Any:
     return load_snapshot(path)
 
 
-def demo_snapshot_path() -> Path:
+def demo_names() -> list[str]:
     from importlib import resources
 
-    return Path(str(resources.files("gpu_triage") / "data" / "demo-incident.json"))
+    demos = resources.files("gpu_triage") / "data" / "demos"
+    extra = (
+        sorted(p.name.removesuffix(".json") for p in demos.iterdir() if p.name.endswith(".json"))
+        if demos.is_dir()
+        else []
+    )
+    return ["incident", *extra]
+
+
+def demo_snapshot_path(name: str = "incident") -> Path:
+    """A bundled demo snapshot: the default incident, or one under data/demos/."""
+    from importlib import resources
+
+    data = resources.files("gpu_triage") / "data"
+    if name == "incident":
+        return Path(str(data / "demo-incident.json"))
+    if name not in demo_names():
+        raise ValueError(f"no demo '{name}' (demos: {', '.join(demo_names())})")
+    return Path(str(data / "demos" / f"{name}.json"))
 
 
 # --------------------------------------------------------------------------- run
@@ -264,8 +294,15 @@ def cmd_run(args: argparse.Namespace) -> int:
     except RulebookError as exc:
         _err(f"the rulebook could not be loaded:\n{exc}")
         return ExitCode.UNKNOWN
+    if args.demo == "list":
+        print("\n".join(demo_names()))
+        return 0
     if args.demo:
-        args.snapshot = demo_snapshot_path()
+        try:
+            args.snapshot = demo_snapshot_path(args.demo)
+        except ValueError as exc:
+            _err(str(exc))
+            return ExitCode.USAGE
     if args.interval is not None and args.interval <= 0:
         _err("--interval must be positive")
         return ExitCode.USAGE

@@ -333,7 +333,8 @@ def build_app(args: argparse.Namespace) -> TriageApp:
     if getattr(args, "demo", False):
         from gpu_triage.cli import demo_snapshot_path
 
-        snapshot_path = demo_snapshot_path()
+        demo = getattr(args, "demo", "incident")
+        snapshot_path = demo_snapshot_path(demo if isinstance(demo, str) else "incident")
     if snapshot_path is not None:
         from gpu_triage.snapshot import load_snapshot
 
@@ -367,7 +368,7 @@ def run_tui(args: argparse.Namespace) -> int:
 
     try:
         app = build_app(args)
-    except (RulebookError, SnapshotError) as exc:
+    except (RulebookError, SnapshotError, ValueError) as exc:
         print(f"gpu-triage: {exc}", file=sys.stderr)
         return 3
     except OSError as exc:
