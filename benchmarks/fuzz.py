@@ -25,6 +25,7 @@ import time
 import traceback
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -283,14 +284,26 @@ def main() -> None:
     t0 = time.perf_counter()
     results: dict[str, list[float]] = {}
     notes: dict[str, list[str]] = {}
-    with ProcessPoolExecutor(a.workers) as pool:
-        for target, count, fails, slow, secs, nts in pool.map(fuzz_target, jobs):
-            r = results.setdefault(target, [0, 0, 0, 0.0])
-            r[0] += count
-            r[1] += fails
-            r[2] += slow
-            r[3] += secs
-            notes.setdefault(target, []).extend(nts)
+
+    def record(target: str, count: int, fails: int, slow: int, secs: float, nts: list[str]) -> None:
+        r = results.setdefault(target, [0, 0, 0, 0.0])
+        r[0] += count
+        r[1] += fails
+        r[2] += slow
+        r[3] += secs
+        notes.setdefault(target, []).extend(nts)
+
+    pending = list(jobs)
+    while pending:  # a worker that dies (a crash in C code) is a failure, not the end
+        pool = ProcessPoolExecutor(a.workers)
+        futures = {pool.submit(fuzz_target, job): job for job in pending}
+        pending = []
+        for fut, job in futures.items():
+            try:
+                record(*fut.result())
+            except BrokenProcessPool:
+                record(job[0], job[1], 1, 0, 0.0, [f"a worker died (crash) in job seed {job[2]}"])
+        pool.shutdown(cancel_futures=True)
     print(f"{'target':<26}{'inputs':>10}{'failures':>10}{'slow':>6}{'µs/input':>10}")
     for t in names:
         n, f, s, secs = results[t]

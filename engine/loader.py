@@ -95,6 +95,25 @@ class RawRulebook:
 _Loader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
+MAX_DEPTH = 64
+
+
+def _check_depth(text: str) -> None:
+    """Refuse nesting deeper than any rule needs before composing: libyaml's composer
+    recurses in C, and ``[[[[...`` a few thousand deep overflows the stack (a segfault,
+    found by fuzzing). Events are produced iteratively, so this check cannot recurse."""
+    depth = 0
+    for event in yaml.parse(text, Loader=_Loader):
+        if isinstance(event, yaml.CollectionStartEvent):
+            depth += 1
+            if depth > MAX_DEPTH:
+                raise yaml.MarkedYAMLError(
+                    None, None, f"nested deeper than {MAX_DEPTH} levels", event.start_mark
+                )
+        elif isinstance(event, yaml.CollectionEndEvent):
+            depth -= 1
+
+
 class AliasError(ValueError):
     def __init__(self, line: int, col: int) -> None:
         self.line, self.col = line, col
@@ -140,6 +159,7 @@ def load_text(text: str, file: str, rulebook: str, out: RawRulebook, order_start
     order = order_start
     loader = None
     try:
+        _check_depth(text)
         loader = _Loader(text)
         ndocs = 0
         while loader.check_node():

@@ -81,6 +81,8 @@ def parse_snapshot(text: str, name: str = "<snapshot>") -> Snapshot:
         raise SnapshotError(f"{name}:{exc.lineno}:{exc.colno}: not valid JSON: {exc.msg}") from None
     except RecursionError:
         raise SnapshotError(f"{name}: JSON nested too deeply") from None
+    except ValueError as exc:  # e.g. an integer of thousands of digits
+        raise SnapshotError(f"{name}: unreadable JSON value: {exc}") from None
     if not isinstance(data, dict):
         raise SnapshotError(f"{name}: a snapshot is a JSON object, got {type(data).__name__}")
     version = data.get("schema_version")
