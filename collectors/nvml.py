@@ -14,7 +14,6 @@ whatever the GPU count.
 from __future__ import annotations
 
 import contextlib
-import re
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -23,6 +22,7 @@ from types import ModuleType
 from typing import Any
 
 from gpu_triage.collectors.base import CollectContext, CollectorUnavailable
+from gpu_triage.collectors.pci import normalize_pci
 from gpu_triage.facts import (
     THROTTLE_REASONS,
     FactModel,
@@ -87,21 +87,10 @@ _GPU_VALUE_FIELDS = [
     n for n in GpuFacts.model_fields if n not in {"unavailable", "source", "index", "lost"}
 ]
 
-_BUS_ID = re.compile(
-    r"^(?:(?P<domain>[0-9a-fA-F]{1,8}):)?(?P<bus>[0-9a-fA-F]{1,2}):(?P<dev>[0-9a-fA-F]{1,2})"
-    r"(?:\.(?P<fn>[0-7]))?$"
-)
-
 
 def normalize_bus_id(text: str | bytes) -> str | None:
     """``00000000:3B:00.0`` (NVML), ``0000:3b:00`` (Xid) -> ``0000:3b:00.0``; None if not one."""
-    if isinstance(text, bytes):
-        text = text.decode("ascii", errors="replace")
-    m = _BUS_ID.match(text.strip().removeprefix("PCI:"))
-    if not m:
-        return None
-    domain = int(m["domain"] or "0", 16)
-    return f"{domain:04x}:{int(m['bus'], 16):02x}:{int(m['dev'], 16):02x}.{int(m['fn'] or 0)}"
+    return normalize_pci(text, anywhere=False)
 
 
 def cuda_version_text(value: int) -> str:

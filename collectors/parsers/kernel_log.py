@@ -14,6 +14,7 @@ import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta, timezone
 
+from gpu_triage.collectors.pci import normalize_pci
 from gpu_triage.facts import (
     AerEvent,
     BusLossEvent,
@@ -305,21 +306,6 @@ _HEX = r"[0-9a-fA-F]"
 # A full bus/device/function id in free text ("0000:03:00.0"); domain required.
 _BDF = re.compile(rf"(?<![0-9a-fA-F:])({_HEX}{{4,8}}):({_HEX}{{2}}):({_HEX}{{2}})\.([0-7])\b")
 # The Xid/"GPU at" form: optional "PCI:", optional domain, no function.
-_PCI_SHORT = re.compile(
-    rf"(?<![0-9a-fA-F:])(?:PCI:)?(?:({_HEX}{{4,8}}):)?({_HEX}{{2}}):({_HEX}{{2}})(?:\.([0-7]))?(?![0-9a-fA-F])"
-)
-
-
-def normalize_pci(text: str | None) -> str | None:
-    """``dddd:bb:dd.f`` lower case, from '0000:41:00', 'PCI:0000:41:00', '41:00.0' ...;
-    None when redacted ('PCI:...') or not an id at all."""
-    if not text:
-        return None
-    m = _PCI_SHORT.search(text)
-    if not m:
-        return None
-    domain, bus, dev, fn = m.groups()
-    return f"{(domain or '0000').lower().zfill(4)}:{bus.lower()}:{dev.lower()}.{fn or '0'}"
 
 
 # --------------------------------------------------------------------------- patterns

@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from gpu_triage.collectors.parsers import ParseError
+from gpu_triage.collectors.pci import normalize_pci
 from gpu_triage.facts import (
     THROTTLE_REASONS,
     GpuFacts,
@@ -51,13 +52,7 @@ _NUM_RE = re.compile(r"[-+]?\d+(?:\.\d+)?")
 
 def normalize_pci_bus_id(text: str | None) -> str | None:
     """``00000000:18:00.0`` or ``3B:00.0`` -> ``0000:18:00.0`` / ``0000:3b:00.0``; None if none."""
-    if not text:
-        return None
-    m = _PCI_RE.search(text.strip())
-    if not m:
-        return None
-    domain = int(m.group(1), 16) if m.group(1) else 0
-    return f"{domain:04x}:{m.group(2)}:{m.group(3)}.{m.group(4)}".lower()
+    return normalize_pci(text, require_function=True)
 
 
 def as_text(text: str | bytes) -> str:
