@@ -15,9 +15,9 @@ from typing import Any
 
 from gpu_triage.facts import HostFacts
 
-_JOB_HEAD = re.compile(r"\(groupid=(\d+)")
+_JOB_HEAD = re.compile(r"\(groupid=(\d{1,9})")
 _JOB_LINE = re.compile(r"^\s*(read|write)\s*:\s*(.*)$")
-_GROUP_HEAD = re.compile(r"Run status group (\d+)")
+_GROUP_HEAD = re.compile(r"Run status group (\d{1,9})")
 _GROUP_LINE = re.compile(r"^\s*(READ|WRITE)\s*:\s*(.*)$")
 _IOPS = re.compile(r"\biops=\s*([\d.]+)\s*([kKmM]?)", re.IGNORECASE)
 _BW = re.compile(r"\b(?:bw|aggrb)=\s*([\d.]+)\s*([KMGTkmgt]?)(i?)B/s", re.IGNORECASE)
@@ -100,7 +100,7 @@ def _parse_json(doc: Any) -> dict[str, float]:
 
 def parse_fio(text: str) -> dict[str, float]:
     """Read/write MiB/s and IOPS from fio output; ``{}`` when there is none."""
-    start = re.search(r"^\s*\{", text, re.MULTILINE)  # json may follow fio's warnings
+    start = re.search(r"^[ \t]*\{", text, re.MULTILINE)  # json may follow fio's warnings
     if start is not None and '"jobs"' in text:
         try:
             doc, _ = json.JSONDecoder().raw_decode(text[start.start() :].lstrip())

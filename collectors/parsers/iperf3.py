@@ -43,7 +43,7 @@ def _parse_json(text: str) -> float | None:
 
 def parse_iperf3(text: str) -> float | None:
     """Receiver throughput in Gb/s, or None when the text has no final summary."""
-    start = re.search(r"^\s*\{", text, re.MULTILINE)  # JSON, maybe after a pasted prompt
+    start = re.search(r"^[ \t]*\{", text, re.MULTILINE)  # JSON, maybe after a pasted prompt
     if start is not None and '"end"' in text:
         return _parse_json(text[start.start() :].lstrip())
     lines = [ln for ln in text.splitlines() if _RATE.search(ln)]

@@ -94,7 +94,7 @@ _ITEM = re.compile(r"^\s*(\d{1,9})\s+(.+?)\.?\s*$")
 def _int(text: str | None) -> int | None:
     if text is None:
         return None
-    m = re.match(r"^\s*(\d+)", text)
+    m = re.match(r"^\s*(\d{1,18})(?!\d)", text)
     return int(m.group(1)) if m else None
 
 

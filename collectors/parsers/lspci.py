@@ -24,8 +24,8 @@ _HEADER_RE = re.compile(
     r"([^:\[]+?)(?:\s*\[[0-9A-Fa-f]{4}\])?:\s*(.*)$"
 )
 _LNK_RE = re.compile(r"^\s*(LnkCap|LnkSta):\s*(.*)$")
-_SPEED_RE = re.compile(r"Speed\s+(?:([\d.]+)\s*(?:GT|Gb)/s|(unknown))", re.I)
-_WIDTH_RE = re.compile(r"Width\s+x(\d+)", re.I)
+_SPEED_RE = re.compile(r"Speed\s+(?:(\d{1,3}(?:\.\d{1,3})?)\s*(?:GT|Gb)/s|(unknown))", re.I)
+_WIDTH_RE = re.compile(r"Width\s+x(\d{1,3})(?!\d)", re.I)
 _NUMA_RE = re.compile(r"\bNUMA node:?\s*(-?\d+)")
 
 

@@ -47,7 +47,7 @@ _LOST_RE = re.compile(
 )
 # nvidia-smi's own messages when it sees no GPU: valid output, nothing to report
 _NO_GPU_RE = re.compile(r"No devices were found|NVIDIA-SMI has failed|No supported GPUs", re.I)
-_NUM_RE = re.compile(r"[-+]?\d+(?:\.\d+)?")
+_NUM_RE = re.compile(r"[-+]?\d{1,20}(?:\.\d{1,20})?")
 
 
 def normalize_pci_bus_id(text: str | None) -> str | None:
