@@ -62,9 +62,10 @@ class CompiledRule:
     stratum: int = 0
     overridden_by: list[str] = field(default_factory=list)
 
-    @property
-    def id(self) -> str:
-        return self.rule.id
+    id: str = ""  # the rule's id, copied for speed (read in every evaluation)
+
+    def __post_init__(self) -> None:
+        self.id = self.rule.id
 
 
 @dataclass

@@ -33,6 +33,7 @@ import sys
 import threading
 from typing import Any
 
+from gpu_triage.catalog import kinds
 from gpu_triage.engine import expr as E
 from gpu_triage.engine.compiler import CompiledRule, Rulebook
 from gpu_triage.engine.evaluate import BackendFailure, Verdicts
@@ -60,23 +61,61 @@ WORKER_TIMEOUT_S = 30.0
 MAX_PATTERN_EXPRESSIONS = 15
 
 
-class RuleProgram:
-    """One rule compiled for durable_rules: its columns and its two conditions."""
+MAX_ROW_COLUMNS = 200  # durable_rules holds about 253 keys per fact
 
-    def __init__(self, index: int, rule: CompiledRule) -> None:
-        self.index, self.rule = index, rule
+
+class RowGroup:
+    """Rules that bind the same kinds, in the same stratum, share one row per binding:
+    durable_rules then matches every rule of the group against ~10 rows a snapshot
+    instead of one row per rule and binding (its cost is per asserted fact)."""
+
+    def __init__(self, index: int) -> None:
+        self.index = index
         self.columns: dict[str, E.Expr] = {}  # column name -> expression computing it
-        self._by_text: dict[str, str] = {}
+        self.by_text: dict[str, str] = {}
+        self.rule_ids: list[str] = []
+
+    def col(self, e: E.Expr) -> str:
+        text = _column_text(e)
+        if text not in self.by_text:
+            name = f"c{len(self.by_text)}"
+            self.by_text[text] = name
+            self.columns[name] = e
+        return self.by_text[text]
+
+    def row(self, inp: EvalInput, binding: Binding, b: int, concl: Conclusions) -> dict[str, Any]:
+        ev: Evaluator | None = None
+        row: dict[str, Any] = {"t": "row", "id": f"{self.index}-{b}", "g": self.index, "b": b}
+        for name, e in self.columns.items():
+            # A plain fact field needs only its value (absent = unknown): read it directly.
+            # Anything else (arithmetic, aggregates, answers, conclusions) goes through the
+            # reference evaluator, so both backends see the same values.
+            if isinstance(e, E.Ref) and not e.local and e.kind in _FIELD_KINDS:
+                item = inp.singleton(e.kind) if _FIELD_KINDS[e.kind] else binding.get(e.kind)
+                value = plain(getattr(item, e.name, None)) if item is not None else None
+            else:
+                if ev is None:
+                    ev = Evaluator(inp, binding, concl)
+                value = plain(ev.eval(e).value)
+            if value is not None:
+                row[name] = value  # absent = unknown
+        return row
+
+
+def _column_text(e: E.Expr) -> str:
+    return E.render(e) if not isinstance(e, E.Ref) or not e.local else f"@{e.name}"
+
+
+class RuleProgram:
+    """One rule compiled for durable_rules: its two conditions over its group's columns."""
+
+    def __init__(self, index: int, rule: CompiledRule, group: RowGroup) -> None:
+        self.index, self.rule, self.group = index, rule, group
         self.strict = _flatten(self._root(rule.expr, True))
         self.possible = _flatten(self._root(rule.expr, False))
 
     def _col(self, e: E.Expr) -> str:
-        text = E.render(e) if not isinstance(e, E.Ref) or not e.local else f"@{e.name}"
-        if text not in self._by_text:
-            name = f"c{len(self._by_text)}"
-            self._by_text[text] = name
-            self.columns[name] = e
-        return self._by_text[text]
+        return self.group.col(e)
 
     def _operand(self, e: E.Expr) -> tuple[str | None, Any]:
         """(column, None) for a computed operand, (None, constant) for a constant."""
@@ -161,7 +200,7 @@ class RuleProgram:
         return max(_bool_nodes(self.pattern(self.strict)), _bool_nodes(self.pattern(self.possible)))
 
     def pattern(self, cond: dict[str, Any]) -> dict[str, Any]:
-        head: list[dict[str, Any]] = [{"t": "row"}, {"r": self.index}]
+        head: list[dict[str, Any]] = [{"t": "row"}, {"g": self.group.index}]
         return {"$and": head + cond.get("$and", [cond])}
 
     def rules_json(self) -> dict[str, Any]:
@@ -173,14 +212,9 @@ class RuleProgram:
             f"r{self.index}?": {**pattern(self.possible), "run": f"r{self.index}?"},
         }
 
-    def row(self, inp: EvalInput, binding: Binding, b: int, concl: Conclusions) -> dict[str, Any]:
-        ev = Evaluator(inp, binding, concl)
-        row: dict[str, Any] = {"t": "row", "id": f"{self.index}-{b}", "r": self.index, "b": b}
-        for name, e in self.columns.items():
-            value = plain(ev.eval(e).value)
-            if value is not None:
-                row[name] = value  # absent = unknown
-        return row
+
+# fact kind -> whether it is one per node (read from the input) or bound per item
+_FIELD_KINDS = {name: k.singleton for name, k in kinds().items()}
 
 
 def _with_unknown(cond: dict[str, Any], pending: set[str]) -> dict[str, Any]:
@@ -210,14 +244,26 @@ def _flatten(cond: dict[str, Any]) -> dict[str, Any]:
 
 
 def compile_ruleset(book: Rulebook) -> tuple[dict[str, Any], dict[str, RuleProgram]]:
-    programs = {r.id: RuleProgram(i, r) for i, r in enumerate(book.rules)}
     ruleset: dict[str, Any] = {
         "__mark__": {"all": [{"m": {"t": "__session__"}}], "run": "__mark__"},
         "__sink__": {"all": [{"m": {"t": "row"}}], "run": "__sink__"},
     }
-    for p in programs.values():
-        if p.size <= MAX_PATTERN_EXPRESSIONS:
-            ruleset.update(p.rules_json())
+    programs: dict[str, RuleProgram] = {}
+    open_groups: dict[tuple[Any, ...], RowGroup] = {}
+    count = 0
+    for i, rule in enumerate(book.rules):
+        trial = RuleProgram(i, rule, RowGroup(-1))  # its columns, to pick a group with room
+        if trial.size > MAX_PATTERN_EXPRESSIONS:
+            programs[rule.id] = trial  # decided by the reference evaluator
+            continue
+        signature = (rule.iter_kinds, rule.join_gpu, rule.stratum)
+        group = open_groups.get(signature)
+        if group is None or len(set(group.by_text) | set(trial.group.by_text)) > MAX_ROW_COLUMNS:
+            group = open_groups[signature] = RowGroup(count)
+            count += 1
+        group.rule_ids.append(rule.id)
+        programs[rule.id] = prog = RuleProgram(i, rule, group)
+        ruleset.update(prog.rules_json())
     return ruleset, programs
 
 
@@ -315,10 +361,14 @@ class DurableBackend:
     ) -> Verdicts:
         rows = []
         large = [r for r in rules if r.id in self.too_large]
+        groups: dict[int, tuple[RowGroup, str]] = {}
         for rule in rules:
             if rule.id not in self.too_large:
-                prog = self.programs[rule.id]
-                rows.extend(prog.row(inp, b, i, concl) for i, b in enumerate(binds[rule.id]))
+                group = self.programs[rule.id].group
+                groups.setdefault(group.index, (group, rule.id))
+        for group, rule_id in groups.values():
+            # every rule of a group binds the same kinds: the same bindings, in order
+            rows.extend(group.row(inp, b, i, concl) for i, b in enumerate(binds[rule_id]))
         with self._lock:
             if self._proc is None or self._proc.poll() is not None:
                 self.close()
@@ -328,9 +378,11 @@ class DurableBackend:
             raise BackendFailure(reply.get("error", "durable_rules evaluation failed"))
         strict: set[tuple[str, int]] = set()
         possible: set[tuple[str, int]] = set()
-        for name, r, b in reply["hits"]:
-            key = (self._by_index[r].rule.id, b)
-            (possible if name.endswith("?") else strict).add(key)
+        wanted = {r.id for r in rules}
+        for name, _group, b in reply["hits"]:
+            rule_id = self._by_index[int(name[1:].rstrip("?"))].rule.id
+            if rule_id in wanted:
+                (possible if name.endswith("?") else strict).add((rule_id, b))
         out: Verdicts = dict.fromkeys(possible, None)
         for key in strict:
             out[key] = True

@@ -5,7 +5,7 @@ stdin/stdout, so a segfault, a leak or a hang inside durable_rules' C code takes
 down this process only. Requests::
 
     {"op": "load", "ruleset": {...}}          -> {"ok": true}
-    {"op": "eval", "rows": [{...}, ...]}      -> {"ok": true, "hits": [[rule, r, b], ...]}
+    {"op": "eval", "rows": [{...}, ...]}      -> {"ok": true, "hits": [[rule, g, b], ...]}
 
 Each evaluation runs in a fresh session (sid) that is deleted afterwards: a
 ruleset holds at most 1,024 live sessions, and a session left behind leaks. A
@@ -43,7 +43,7 @@ def serve(stdin: Any = None, stdout: Any = None) -> int:
 
             # One-argument actions only: durable treats two-argument ones as async.
             def act(c: Any) -> None:
-                hits.append([name, c.m.r, c.m.b])
+                hits.append([name, c.m.g, c.m.b])
 
             return act
 

@@ -24,7 +24,7 @@ def enrich(inp: EvalInput, book: Rulebook) -> EvalInput:
     facts = inp.facts.model_copy()  # shallow: only the event lists are replaced
     facts.xids = [annotate_xid(x, book) for x in inp.facts.xids]
     facts.sxids = [annotate_sxid(x, book) for x in inp.facts.sxids]
-    return replace(inp, facts=facts, _gpu_by_bus=None)
+    return replace(inp, facts=facts, _gpu_by_bus=None, aggregate_cache={})
 
 
 def annotate_xid(event: XidEvent, book: Rulebook) -> XidEvent:

@@ -26,17 +26,19 @@ class EvalInput:
     hostname: str = ""
     taken_at: datetime | None = None
     _gpu_by_bus: dict[str, FactModel] | None = None
+    # aggregate node id -> value, for aggregates that do not depend on the binding
+    aggregate_cache: dict[int, Any] = field(default_factory=dict)
 
     @classmethod
     def from_snapshot(cls, snap: Snapshot) -> EvalInput:
         return cls(snap.facts, kind_availability(snap), snap.hostname, snap.taken_at)
 
     def items(self, kind: str) -> list[FactModel]:
-        value = getattr(self.facts, kinds()[kind].attr)
+        value = getattr(self.facts, _ATTR[kind])
         return list(value) if isinstance(value, list) else ([value] if value is not None else [])
 
     def singleton(self, kind: str) -> FactModel | None:
-        value = getattr(self.facts, kinds()[kind].attr)
+        value = getattr(self.facts, _ATTR[kind])
         return value if isinstance(value, BaseModel) else None
 
     def gpu_by_bus(self, bus: str | None) -> FactModel | None:
@@ -44,6 +46,8 @@ class EvalInput:
             self._gpu_by_bus = {g.pci_bus_id: g for g in self.facts.gpus if g.pci_bus_id}
         return self._gpu_by_bus.get(bus) if bus else None
 
+
+_ATTR = {name: k.attr for name, k in kinds().items()}  # kind -> Facts attribute
 
 _REASON_FOR_STATE = {
     CollectorState.UNAVAILABLE: UnavailableReason.NOT_COLLECTED,

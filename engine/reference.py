@@ -82,6 +82,13 @@ def _or3(a: bool | None, b: bool | None) -> bool | None:
     return False
 
 
+# Shared reasons for values nobody recorded a reason for (built once: pydantic models).
+_NOT_COLLECTED = {
+    "": Unavailable(reason=UnavailableReason.NOT_COLLECTED),
+    "site": Unavailable(reason=UnavailableReason.NOT_COLLECTED, detail="not in the site inventory"),
+    "job": Unavailable(reason=UnavailableReason.NOT_COLLECTED, detail="not in the job metrics"),
+}
+
 _CMP: dict[str, Callable[[Any, Any], bool]] = {
     "==": operator.eq,
     "!=": operator.ne,
@@ -169,72 +176,63 @@ class Evaluator:
         return self._field(item, r.kind, r.name)
 
     def _field(self, item: FactModel | None, kind: str, name: str) -> Val:
-        path = f"{kind}.{name}"
         if item is None:
-            return Val(None, (Missing(path, Unavailable(reason=UnavailableReason.NOT_COLLECTED)),))
+            return Val(None, (Missing(f"{kind}.{name}", _NOT_COLLECTED[""]),))
         value = plain(getattr(item, name, None))
         if value is None:
-            why = item.why_unavailable(name) or Unavailable(
-                reason=UnavailableReason.NOT_COLLECTED,
-                detail="not in the site inventory"
-                if kind == "site"
-                else "not in the job metrics"
-                if kind == "job"
-                else "",
+            why = (
+                item.why_unavailable(name) or _NOT_COLLECTED[kind if kind in _NOT_COLLECTED else ""]
             )
-            return Val(None, (Missing(path, why),))
+            return Val(None, (Missing(f"{kind}.{name}", why),))
         return Val(value)
 
     # ---------------------------------------------------------------- expressions
     def eval(self, e: E.Expr, local: FactModel | None = None) -> Val:
-        match e:
-            case E.Const(value=v):
-                return Val(v)
-            case E.ListLit(items=items):
-                return Val(tuple(i.value for i in items))
-            case E.Ref():
-                return self.ref(e, local)
-            case E.Not(operand=o):
-                v = self.eval(o, local)
-                result = None if v.value is None else not v.value
-                if isinstance(o, E.Ref | E.Aggregate) and self.trace is not None:
-                    self._record(e, {E.render(o): v.value}, result, v.missing)
-                return Val(result, v.missing)
-            case E.Neg(operand=o):
-                v = self.eval(o, local)
-                return Val(None if v.value is None else plain(-v.value), v.missing)
-            case E.BoolOp(op="and", operands=ops):
-                return self._and(ops, local)
-            case E.BoolOp(operands=ops):
-                return self._or(ops, local)
-            case E.Arith(op=op, left=a, right=b):
-                va, vb = self.eval(a, local), self.eval(b, local)
-                if not (va.known and vb.known):
-                    return Val(None, va.missing + vb.missing)
-                if op == "/" and vb.value == 0:
-                    return Val(
-                        None,
-                        (
-                            Missing(
-                                E.render(e),
-                                Unavailable(
-                                    reason=UnavailableReason.ERROR, detail="division by zero"
-                                ),
-                            ),
-                        ),
-                    )
-                result = _ARITH[op](va.value, vb.value)
-                return Val(quantise(result) if isinstance(result, float) else result)
-            case E.Availability(ref=r, negate=neg):
-                v = self.ref(r, local)
-                result = v.known if neg else not v.known
-                self._record(e, {r.path: v.value if v.known else "unavailable"}, result, ())
-                return Val(result)
-            case E.Compare():
-                return self._compare(e, local)
-            case E.Aggregate():
-                return self.aggregate(e)
-        raise TypeError(e)
+        # A table keyed by node type: this is the evaluator's hot path, and a ``match``
+        # over class patterns costs several isinstance checks per node.
+        return _DISPATCH[type(e)](self, e, local)
+
+    def _const(self, e: E.Const, local: FactModel | None) -> Val:
+        return Val(e.value)
+
+    def _list(self, e: E.ListLit, local: FactModel | None) -> Val:
+        return Val(tuple(i.value for i in e.items))
+
+    def _not(self, e: E.Not, local: FactModel | None) -> Val:
+        o = e.operand
+        v = self.eval(o, local)
+        result = None if v.value is None else not v.value
+        if self.trace is not None and isinstance(o, E.Ref | E.Aggregate):
+            self._record(e, {E.render(o): v.value}, result, v.missing)
+        return Val(result, v.missing)
+
+    def _neg(self, e: E.Neg, local: FactModel | None) -> Val:
+        v = self.eval(e.operand, local)
+        return Val(None if v.value is None else plain(-v.value), v.missing)
+
+    def _boolop(self, e: E.BoolOp, local: FactModel | None) -> Val:
+        return self._and(e.operands, local) if e.op == "and" else self._or(e.operands, local)
+
+    def _arith(self, e: E.Arith, local: FactModel | None) -> Val:
+        va, vb = self.eval(e.left, local), self.eval(e.right, local)
+        if va.value is None or vb.value is None:
+            return Val(None, va.missing + vb.missing)
+        if e.op == "/" and vb.value == 0:
+            why = Unavailable(reason=UnavailableReason.ERROR, detail="division by zero")
+            return Val(None, (Missing(E.render(e), why),))
+        result = _ARITH[e.op](va.value, vb.value)
+        return Val(quantise(result) if isinstance(result, float) else result)
+
+    def _availability(self, e: E.Availability, local: FactModel | None) -> Val:
+        r = e.ref
+        v = self.ref(r, local)
+        result = v.known if e.negate else not v.known
+        if self.trace is not None:
+            self._record(e, {r.path: v.value if v.known else "unavailable"}, result, ())
+        return Val(result)
+
+    def _aggregate(self, e: E.Aggregate, local: FactModel | None) -> Val:
+        return self.aggregate(e)
 
     def evaluate(self, e: E.Expr) -> Val:
         """Evaluate a whole condition (a bare yes/no fact at the top is a clause too)."""
@@ -271,10 +269,10 @@ class Evaluator:
 
     def _compare(self, e: E.Compare, local: FactModel | None) -> Val:
         va, vb = self.eval(e.left, local), self.eval(e.right, local)
-        values = {E.render(e.left): va.value, E.render(e.right): vb.value}
-        if not (va.known and vb.known):
+        if va.value is None or vb.value is None:
             miss = va.missing + vb.missing
-            self._record(e, values, None, miss)
+            if self.trace is not None:
+                self._record(e, _values(e, va, vb), None, miss)
             return Val(None, miss)
         if e.op == "in":
             result = va.value in vb.value
@@ -282,7 +280,8 @@ class Evaluator:
             result = va.value not in vb.value
         else:
             result = _CMP[e.op](va.value, vb.value)
-        self._record(e, values, result, ())
+        if self.trace is not None:  # rendering the clause costs more than deciding it
+            self._record(e, _values(e, va, vb), result, ())
         return Val(result)
 
     def _record(
@@ -293,6 +292,17 @@ class Evaluator:
             self.trace.append(Clause(E.render(e), shown, result, missing))
 
     def aggregate(self, e: E.Aggregate) -> Val:
+        # An aggregate that reads nothing of the rule's binding (count(xid, code == 79))
+        # has one value per input: compute it once, not once per GPU.
+        if _binding_free(e):
+            cache = self.inp.aggregate_cache
+            hit = cache.get(id(e))
+            if hit is None:
+                hit = cache[id(e)] = self._aggregate_now(e)
+            return hit
+        return self._aggregate_now(e)
+
+    def _aggregate_now(self, e: E.Aggregate) -> Val:
         if e.kind in self.inp.kind_unavailable:
             return Val(None, (Missing(e.kind, self.inp.kind_unavailable[e.kind]),))
         inner = Evaluator(self.inp, self.binding, self.concl, None)  # no trace per item
@@ -346,6 +356,22 @@ class Evaluator:
         return Val(max(values) if e.func == "max" else min(values))
 
 
+_BINDING_FREE: dict[int, tuple[E.Aggregate, bool]] = {}
+
+
+def _binding_free(e: E.Aggregate) -> bool:
+    """No outer reference inside (``pci_bus_id == gpu.pci_bus_id`` makes it per binding);
+    keyed by node identity (the node is kept alive in the entry)."""
+    entry = _BINDING_FREE.get(id(e))
+    if entry is None or entry[0] is not e:
+        entry = _BINDING_FREE[id(e)] = (e, e.where is None or not E.refs(e.where))
+    return entry[1]
+
+
+def _values(e: E.Compare, va: Val, vb: Val) -> dict[str, Any]:
+    return {E.render(e.left): va.value, E.render(e.right): vb.value}
+
+
 def _is_literal(text: str) -> bool:
     return text[:1].isdigit() or text[:1] in "-'\"[" or text in ("true", "false")
 
@@ -358,3 +384,17 @@ def evaluate_binding(
     trace: list[Clause] | None = None,
 ) -> Val:
     return Evaluator(inp, binding, concl, trace).evaluate(expr)
+
+
+_DISPATCH: dict[type, Callable[[Evaluator, Any, FactModel | None], Val]] = {
+    E.Const: Evaluator._const,
+    E.ListLit: Evaluator._list,
+    E.Ref: Evaluator.ref,
+    E.Not: Evaluator._not,
+    E.Neg: Evaluator._neg,
+    E.BoolOp: Evaluator._boolop,
+    E.Arith: Evaluator._arith,
+    E.Availability: Evaluator._availability,
+    E.Compare: Evaluator._compare,
+    E.Aggregate: Evaluator._aggregate,
+}
