@@ -50,8 +50,10 @@ def test_exit_code_unknown_when_rulebook_breaks(tmp_path: Path) -> None:
 
 def test_exit_code_unknown_when_every_collector_failed(tmp_path: Path) -> None:
     snap = load_snapshot(SNAPSHOTS / "no-gpu-collector.json")
+    from gpu_triage.snapshot import CollectorState
+
     for c in snap.collectors:
-        c.state = "failed"  # type: ignore[assignment]
+        c.state = CollectorState.FAILED
     snap.facts.host = None
     p = tmp_path / "s.json"
     p.write_text(snap.model_dump_json())
