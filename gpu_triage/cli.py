@@ -285,6 +285,8 @@ def demo_snapshot_path(name: str = "incident") -> Path:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    early = _start_collecting(args)  # the window runs while the rulebook loads
+
     from gpu_triage.engine.loader import RulebookError
     from gpu_triage.snapshot import SnapshotError
     from gpu_triage.unattended import History, RunSpec, run_loop, run_once
@@ -310,6 +312,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     def get_snapshot() -> tuple[Any, str]:
         if args.snapshot:
             return _load_snapshot(args.snapshot), str(args.snapshot)
+        if early:  # the first live run was started before the rulebook loaded
+            return early.pop().result(), "live"
         return _collect(window=args.window, kernel_log=args.kernel_log), "live"
 
     state = args.state
@@ -348,6 +352,19 @@ def cmd_run(args: argparse.Namespace) -> int:
     if doc.engine.fallback_reason and args.engine != "reference":
         _err(f"engine: {doc.engine.name} ({doc.engine.fallback_reason})")
     return int(doc.exit_code)
+
+
+def _start_collecting(args: argparse.Namespace) -> list[Any]:
+    """Start the first live collection in a thread at once: collection does not need the
+    rulebook, and the sampling window is most of a run's time."""
+    if args.snapshot or args.demo:
+        return []
+    from concurrent.futures import ThreadPoolExecutor
+
+    pool = ThreadPoolExecutor(1, thread_name_prefix="collect")
+    future = pool.submit(_collect, window=args.window, kernel_log=args.kernel_log)
+    pool.shutdown(wait=False)
+    return [future]
 
 
 def _collect(
