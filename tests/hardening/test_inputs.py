@@ -72,3 +72,12 @@ def test_rule_expression_limits(tmp_path: Path) -> None:
     (tmp_path / "deep.yaml").write_text(rule)
     diags = lint([tmp_path / "deep.yaml"])
     assert [d.message for d in diags] == ["expression nested deeper than 40 levels"]
+
+
+def test_enormous_rule_file_is_refused(tmp_path: Path) -> None:
+    from gpu_triage.engine.lint import lint
+
+    big = tmp_path / "big.yaml"
+    big.write_text("# padding\n" * 200_000)
+    (d,) = lint([tmp_path])
+    assert d.file == str(big) and "larger than" in d.message
