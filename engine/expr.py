@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import ast
 import warnings
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 MAX_EXPR_CHARS = 4000
@@ -288,51 +289,31 @@ def _check_name(name: str, col: int) -> None:
         raise ExprError(f"name '{name}' is not allowed", col)
 
 
+def walk(expr: Expr) -> Iterator[Expr]:
+    """Every node of an expression, depth first, aggregate conditions included."""
+    yield expr
+    match expr:
+        case Not(operand=o) | Neg(operand=o):
+            yield from walk(o)
+        case BoolOp(operands=ops):
+            for o in ops:
+                yield from walk(o)
+        case Compare(left=a, right=b) | Arith(left=a, right=b):
+            yield from walk(a)
+            yield from walk(b)
+        case Availability(ref=r):
+            yield r
+        case Aggregate(where=w) if w is not None:
+            yield from walk(w)
+
+
 def refs(expr: Expr, *, include_local: bool = False) -> list[Ref]:
     """Every fact reference in an expression, in order (outer refs inside aggregates too)."""
-    out: list[Ref] = []
-
-    def walk(e: Expr) -> None:
-        match e:
-            case Ref():
-                if include_local or not e.local:
-                    out.append(e)
-            case Not(operand=o) | Neg(operand=o):
-                walk(o)
-            case BoolOp(operands=ops):
-                for o in ops:
-                    walk(o)
-            case Compare(left=a, right=b) | Arith(left=a, right=b):
-                walk(a)
-                walk(b)
-            case Availability(ref=r):
-                walk(r)
-            case Aggregate(where=w):
-                if w is not None:
-                    walk(w)
-
-    walk(expr)
-    return out
+    return [e for e in walk(expr) if isinstance(e, Ref) and (include_local or not e.local)]
 
 
 def aggregates(expr: Expr) -> list[Aggregate]:
-    out: list[Aggregate] = []
-
-    def walk(e: Expr) -> None:
-        match e:
-            case Aggregate():
-                out.append(e)
-            case Not(operand=o) | Neg(operand=o):
-                walk(o)
-            case BoolOp(operands=ops):
-                for o in ops:
-                    walk(o)
-            case Compare(left=a, right=b) | Arith(left=a, right=b):
-                walk(a)
-                walk(b)
-
-    walk(expr)
-    return out
+    return [e for e in walk(expr) if isinstance(e, Aggregate)]
 
 
 def render(expr: Expr) -> str:

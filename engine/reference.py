@@ -246,26 +246,23 @@ class Evaluator:
         return v
 
     def _and(self, ops: tuple[E.Expr, ...], local: FactModel | None) -> Val:
-        missing: tuple[Missing, ...] = ()
-        unknown = False
-        for o in ops:
-            v = self._leaf(o, local)
-            if v.value is False:
-                return Val(False)
-            if v.value is None:
-                unknown, missing = True, missing + v.missing
-        return Val(None, missing) if unknown else Val(True)
+        return self._fold(ops, local, decisive=False)
 
     def _or(self, ops: tuple[E.Expr, ...], local: FactModel | None) -> Val:
+        return self._fold(ops, local, decisive=True)
+
+    def _fold(self, ops: tuple[E.Expr, ...], local: FactModel | None, decisive: bool) -> Val:
+        """Kleene and/or: one ``decisive`` operand (false for and, true for or) settles it;
+        otherwise any unknown operand makes the result unknown."""
         missing: tuple[Missing, ...] = ()
         unknown = False
         for o in ops:
             v = self._leaf(o, local)
-            if v.value is True:
-                return Val(True)
+            if v.value is decisive:
+                return Val(decisive)
             if v.value is None:
                 unknown, missing = True, missing + v.missing
-        return Val(None, missing) if unknown else Val(False)
+        return Val(None, missing) if unknown else Val(not decisive)
 
     def _compare(self, e: E.Compare, local: FactModel | None) -> Val:
         va, vb = self.eval(e.left, local), self.eval(e.right, local)
