@@ -36,8 +36,16 @@ def explain(inp: EvalInput, book: Rulebook, rule_id: str) -> Explanation:
     inp = enrich(inp, book)
     rule = book.by_id(rule_id)
     if rule is None:
-        known = ", ".join(r.id for r in book.rules)
-        raise KeyError(f"no rule '{rule_id}' in the rulebook (known: {known})")
+        import difflib
+
+        ids = [r.id for r in book.rules]
+        close = [i for i in ids if i.startswith(rule_id)][:3] or difflib.get_close_matches(
+            rule_id, ids, n=3, cutoff=0.5
+        )
+        hint = f" (did you mean {', '.join(close)}?)" if close else ""
+        raise KeyError(
+            f"no rule '{rule_id}' in the rulebook{hint}; `gpu-triage rules list` shows them all"
+        )
     # Conclusions of the earlier strata, as the evaluation computed them.
     earlier = [r for r in book.rules if r.stratum < rule.stratum]
     concl = Conclusions()

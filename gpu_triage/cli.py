@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -490,7 +489,7 @@ def cmd_rules(args: argparse.Namespace, ap: argparse.ArgumentParser) -> int:
 
         _emit(rule_schema_text() if args.kind == "rule" else findings_schema_text(), args.out)
         return 0
-    ap.parse_args(["rules", "--help"])
+    _subparser(ap, "rules").print_help(sys.stderr)
     return ExitCode.USAGE
 
 
@@ -537,8 +536,14 @@ def cmd_facts(args: argparse.Namespace) -> int:
 
         _emit(catalog_markdown() + "\n", args.out)
         return 0
-    print(json.dumps({"hint": "gpu-triage facts docs"}))
+    _subparser(build_parser(), "facts").print_help(sys.stderr)
     return ExitCode.USAGE
+
+
+def _subparser(ap: argparse.ArgumentParser, name: str) -> argparse.ArgumentParser:
+    action = next(a for a in ap._actions if isinstance(a, argparse._SubParsersAction))
+    sub: argparse.ArgumentParser = action.choices[name]
+    return sub
 
 
 def cmd_tui(args: argparse.Namespace) -> int:
