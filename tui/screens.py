@@ -190,6 +190,8 @@ class RunbookScreen(TriageScreen):
         Binding("s", "mark('skipped')", "Skip", id="mark-skipped"),
         Binding("n", "note", "Note", id="step-note", show=False),
         Binding("w", "explain", "Why", id="step-explain", show=False),
+        # Shadows the app's quit: leaving mid-command should be a decision, not a slip.
+        Binding("q", "quit_guarded", "Quit", id="runbook-quit"),
     ]
 
     def __init__(self, finding: Finding) -> None:
@@ -277,6 +279,12 @@ class RunbookScreen(TriageScreen):
             self.notify("A step is running: press c to cancel it first.", severity="warning")
             return
         self.dismiss()
+
+    def action_quit_guarded(self) -> None:
+        if self.running is not None:
+            self.notify("A step is running: press c to cancel it, then q.", severity="warning")
+            return
+        self.app.exit()
 
     def action_run(self) -> None:
         i = self.index()

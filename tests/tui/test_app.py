@@ -177,6 +177,8 @@ def test_cancel_a_long_step_kills_its_process_group(tmp_path: Path) -> None:
             assert runbook.running == 1
             await pilot.press("escape")  # refused while running
             assert app.screen is runbook
+            await pilot.press("q")  # so is quitting: the app keeps running
+            assert app.is_running and runbook.running == 1
             await pilot.press("c")
             await _settle(app, pilot)
             result = app.session.steps[("test-thermal", "gpu:0000:18:00.0", 1)].result
