@@ -59,6 +59,11 @@ def run_record(doc: FindingsDocument, facts: Facts | None = None) -> dict[str, A
         "unknown": sorted({f.rule_id for f in doc.cannot_evaluate}),
         "confirm": sorted({f.rule_id for f in doc.needs_confirmation}),
         "collectors": {c.name: c.state.value for c in doc.collectors},
+        # findings of earlier runs that no longer hold (unattended history)
+        "cleared": [
+            {"rule": c.rule_id, "subject": c.subject_key, "first_seen": c.first_seen.isoformat()}
+            for c in doc.cleared
+        ],
     }
     if facts is not None:
         host = facts.host

@@ -222,6 +222,8 @@ def test_history_first_seen_last_seen_and_cleared(tmp_path: Path) -> None:
     c = run_once(spec)
     cleared = {x.rule_id for x in c.cleared}
     assert "xid-79-fallen-off-bus" in cleared
+    last = json.loads((tmp_path / "out").read_text().splitlines()[-1])
+    assert "xid-79-fallen-off-bus" in {x["rule"] for x in last["cleared"]}
     # the state survives a new process (systemd timer runs)
     assert History.load(tmp_path / "state.json").seen.keys() == {
         History.key(f.rule_id, f.subject_key) for f in c.findings
