@@ -29,6 +29,7 @@ from gpu_triage.facts import (
     Facts,
     GpuFacts,
     GpuProcess,
+    HostFacts,
     NvlinkFacts,
     RecoveryAction,
     Unavailable,
@@ -248,7 +249,7 @@ class NvmlCollector:
     """GPUs, compute processes and NVLinks from NVML (nvidia-ml-py, module ``pynvml``)."""
 
     name = "nvml"
-    kinds: tuple[str, ...] = ("gpu", "process", "nvlink")
+    kinds: tuple[str, ...] = ("gpu", "process", "nvlink", "host")
 
     def __init__(self, nvml_module: ModuleType | Any | None = None) -> None:
         # Injectable so tests pass a FakeNvml; the real module is imported lazily in collect.
@@ -297,6 +298,13 @@ class NvmlCollector:
             "cuda_version": None if cuda is _MISSING else cuda_version_text(int(cuda)),
         }
         count = int(nv.nvmlDeviceGetCount())
+        # What the driver sees, for the node: compared with the GPUs on the PCI bus
+        # (host collector) and the site inventory by the readiness rules.
+        facts.host = HostFacts(
+            gpu_count_visible=count,
+            source="nvml",
+            **{k: v for k, v in system_values.items() if v is not None},
+        )
         window_end = time.monotonic() + max(ctx.window_s, 0.0)
         results: list[_GpuResult] = []
         if count:
