@@ -14,6 +14,7 @@ import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 
 from gpu_triage.collectors.base import CollectContext, CollectorUnavailable
@@ -201,6 +202,9 @@ class HostCollector:
         if a.stat is None or b.stat is None:
             _mark(host, fields, a.errors.get("stat") or b.errors["stat"])
             return
+        btime = re.search(r"^btime\s+(\d{1,12})\s*$", b.stat, re.MULTILINE)
+        if btime:
+            host.boot_time = datetime.fromtimestamp(int(btime.group(1)), UTC)
         t0, t1 = _cpu_times(a.stat), _cpu_times(b.stat)
         cores = [k for k in t1 if k != "cpu"]
         host.cpu_count = len(cores) or None

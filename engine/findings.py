@@ -10,7 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from gpu_triage import __version__
 from gpu_triage.engine.model import Question, RunbookStep, Severity, Stage
-from gpu_triage.snapshot import CollectorStatus
+from gpu_triage.snapshot import HISTORY_SOURCE, CollectorStatus
 
 FINDINGS_SCHEMA_VERSION = 1
 
@@ -158,6 +158,7 @@ class FindingsDocument(Model):
             return ExitCode.CRITICAL
         if self.summary.warning:
             return ExitCode.WARNING
-        if self.collectors and all(c.state != "ok" for c in self.collectors):
+        collected = [c for c in self.collectors if c.name != HISTORY_SOURCE]
+        if collected and all(c.state != "ok" for c in collected):
             return ExitCode.UNKNOWN
         return ExitCode.OK

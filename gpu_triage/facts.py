@@ -15,7 +15,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, computed_field
+from pydantic import BaseModel, ConfigDict, Field, computed_field, model_validator
 
 
 class UnavailableReason(StrEnum):
@@ -66,6 +66,16 @@ class FactModel(BaseModel):
     )
     source: str = Field(default="", description="where these values came from")
 
+    @model_validator(mode="before")
+    @classmethod
+    def _drop_computed(cls, data: Any) -> Any:
+        # Computed values (memory_used_pct ...) appear in a plain model_dump: reading such
+        # a dump back must work, and they are recomputed anyway.
+        computed = cls.model_computed_fields
+        if isinstance(data, dict) and computed and any(k in data for k in computed):
+            return {k: v for k, v in data.items() if k not in computed}
+        return data
+
     def mark_unavailable(self, field: str, reason: UnavailableReason, detail: str = "") -> None:
         self.unavailable[field] = Unavailable(reason=reason, detail=detail)
 
@@ -87,6 +97,7 @@ class HostFacts(FactModel):
 
     hostname: str | None = fact("", "node hostname")
     kernel: str | None = fact("", "kernel release (uname -r)")
+    boot_time: datetime | None = fact("", "when the node booted (btime of /proc/stat)")
     cpu_count: int | None = fact("cores", "online logical CPUs")
     cpu_user_pct: float | None = fact("%", "CPU time in user mode, all cores, over the window")
     cpu_system_pct: float | None = fact("%", "CPU time in kernel mode, all cores")

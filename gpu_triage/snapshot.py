@@ -14,6 +14,8 @@ from gpu_triage import __version__
 from gpu_triage.facts import Facts
 
 SCHEMA_VERSION = 1
+# The status of the unattended history store: not a collection of this node's state.
+HISTORY_SOURCE = "history"
 
 
 class CollectorState(StrEnum):

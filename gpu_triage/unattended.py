@@ -69,6 +69,82 @@ class Seen:
     last_seen: datetime
 
 
+MAX_EVENT_KEYS = 500  # per GPU and code: enough to count a storm, bounded in the file
+
+
+@dataclass
+class XidLedger:
+    """Xids seen on each GPU, split at the last reboot (``host.boot_time``): the same code
+    on the same GPU again after a reset points at hardware, not at the job. Feeds the
+    ``xid_history`` facts the recurrence rules read."""
+
+    boot: str | None = None
+    resets: int = 0
+    reset_time: str | None = None
+    entries: dict[str, dict[str, Any]] = field(default_factory=dict)  # "bus|code" -> ...
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> XidLedger:
+        return cls(
+            data.get("boot"),
+            int(data.get("resets", 0)),
+            data.get("reset_time"),
+            dict(data.get("entries", {})),
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "boot": self.boot,
+            "resets": self.resets,
+            "reset_time": self.reset_time,
+            "entries": self.entries,
+        }
+
+    def prepare(self, snap: Snapshot) -> None:
+        """Note a reboot, then give the evaluation what came before it as facts."""
+        from gpu_triage.facts import XidHistory
+        from gpu_triage.snapshot import HISTORY_SOURCE, CollectorState, CollectorStatus
+
+        host = snap.facts.host
+        boot = host.boot_time.isoformat() if host and host.boot_time else None
+        if boot and self.boot and boot != self.boot:  # rebooted since the last run
+            self.resets += 1
+            self.reset_time = boot
+            for e in self.entries.values():
+                e["before"] = e.get("before", 0) + len(e.get("since", []))
+                e["last_before"] = e.get("last", e.get("last_before"))
+                e["since"] = []
+        self.boot = boot or self.boot
+        for key, e in self.entries.items():
+            if e.get("before"):
+                bus, _, code = key.rpartition("|")
+                snap.facts.xid_history.append(
+                    XidHistory(
+                        code=int(code),
+                        pci_bus_id=bus or None,
+                        count_before_reset=e["before"],
+                        last_seen_before_reset=e.get("last_before"),
+                        last_reset_time=self.reset_time,
+                        resets_seen=self.resets,
+                        source="gpu-triage history",
+                    )
+                )
+        snap.collectors.append(
+            CollectorStatus(name=HISTORY_SOURCE, state=CollectorState.OK, kinds=["xid_history"])
+        )
+
+    def record(self, snap: Snapshot, now: datetime) -> None:
+        """Count this run's Xid events (each event once, however many runs read it)."""
+        for x in snap.facts.xids:
+            if x.code is None or x.pci_bus_id is None:
+                continue
+            e = self.entries.setdefault(f"{x.pci_bus_id}|{x.code}", {"before": 0, "since": []})
+            ident = x.time_text or (f"{x.monotonic_s}" if x.monotonic_s is not None else x.raw)
+            if ident not in e["since"]:
+                e["since"] = [*e["since"], ident][-MAX_EVENT_KEYS:]
+                e["last"] = (x.time or now).isoformat()
+
+
 @dataclass
 class History:
     """Findings seen by earlier runs: first/last seen, and which cleared. Persisted to a
@@ -76,6 +152,7 @@ class History:
 
     seen: dict[str, Seen] = field(default_factory=dict)
     path: Path | None = None
+    xids: XidLedger = field(default_factory=lambda: XidLedger())
 
     @staticmethod
     def key(rule_id: str, subject_key: str) -> str:
@@ -97,6 +174,7 @@ class History:
                     datetime.fromisoformat(v["first_seen"]),
                     datetime.fromisoformat(v["last_seen"]),
                 )
+            h.xids = XidLedger.from_json(data.get("xids") or {})
         except (OSError, ValueError, KeyError, TypeError) as exc:
             # A damaged state file costs the first-seen times, never the run.
             print(f"gpu-triage: ignoring unreadable state file {path}: {exc}", file=sys.stderr)
@@ -141,7 +219,8 @@ class History:
                     "last_seen": s.last_seen.isoformat(),
                 }
                 for k, s in self.seen.items()
-            }
+            },
+            "xids": self.xids.to_json(),
         }
         write_atomic(self.path, json.dumps(data, indent=1) + "\n")
 
@@ -166,11 +245,14 @@ SEVERITIES = ("info", "warning", "critical")
 
 def run_once(spec: RunSpec, now: datetime | None = None) -> FindingsDocument:
     snap, source = spec.get_snapshot()
+    now = now or datetime.now(UTC)
+    spec.history.xids.prepare(snap)
     doc = evaluate(snap, spec.book, engine=spec.engine, source=source)
+    spec.history.xids.record(snap, now)
     if spec.min_severity != "info":
         floor = SEVERITIES.index(spec.min_severity)
         doc.findings = [f for f in doc.findings if SEVERITIES.index(f.severity.value) >= floor]
-    spec.history.apply(doc, now or datetime.now(UTC))
+    spec.history.apply(doc, now)
     write_output(doc, snap.facts, spec.fmt, spec.out)
     for fmt, path in spec.also:
         write_output(doc, snap.facts, fmt, path)

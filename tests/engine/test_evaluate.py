@@ -302,3 +302,13 @@ def test_rule_test_params_apply_on_both_engines(tmp_path: Path) -> None:
     finally:
         durable.close()
     assert [r.problems for r in results] == [[], [], []]
+
+
+def test_a_plain_model_dump_of_a_snapshot_reads_back(tmp_path: Path) -> None:
+    """Computed values (memory_used_pct, ...) in a plain dump are dropped on load."""
+    snap = load_snapshot(SNAPSHOTS / "healthy-busy.json")
+    p = tmp_path / "dumped.json"
+    p.write_text(snap.model_dump_json())
+    assert "memory_used_pct" in p.read_text()
+    again = load_snapshot(p)
+    assert again.facts.gpus[0].memory_used_pct == snap.facts.gpus[0].memory_used_pct

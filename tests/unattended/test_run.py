@@ -85,6 +85,7 @@ def test_prometheus_output_parses_back(tmp_path: Path) -> None:
         "nvml",
         "kernel_log",
         "host",
+        "history",  # the unattended history store (Xids before the last reboot)
     }
     assert families["gpu_triage_exit_code"].samples[0].value == 2
     assert families["gpu_triage_last_run_timestamp_seconds"].samples[0].value > 1e9
@@ -281,3 +282,40 @@ def test_loop_runs_in_a_thread_without_signals(tmp_path: Path) -> None:
     t.start()
     t.join(30)
     assert len((tmp_path / "out").read_text().splitlines()) == 3
+
+
+def test_xid_again_after_a_reboot_escalates(tmp_path: Path) -> None:
+    """Run 1 sees an Xid 48 on GPU 3; the node reboots; run 2 sees Xid 48 on the same GPU
+    again: the history makes the recurrence rule fire (hardware, not the job)."""
+    from datetime import timedelta
+
+    from gpu_triage.facts import XidEvent
+
+    base = load_snapshot(SNAPSHOTS / "healthy-busy.json")
+    gpu3 = base.facts.gpus[3].pci_bus_id
+
+    def with_xid(boot_offset_h: int, stamp: str) -> Path:
+        snap = base.model_copy(deep=True)
+        assert snap.facts.host is not None
+        snap.facts.host.boot_time = snap.taken_at - timedelta(hours=boot_offset_h)
+        snap.facts.xids = [
+            XidEvent(
+                code=48,
+                pci_bus_id=gpu3,
+                time_text=stamp,
+                line=1,
+                message="An uncorrectable double bit error (DBE)",
+            )
+        ]
+        p = tmp_path / f"s{boot_offset_h}.json"
+        p.write_text(snap.model_dump_json())
+        return p
+
+    first, second = with_xid(10, "100.1"), with_xid(1, "55.5")
+    spec = _spec(tmp_path, [first, first, second])
+    docs = [run_once(spec) for _ in range(3)]
+    assert "xid-recurs-after-reset" not in {f.rule_id for d in docs[:2] for f in d.findings}
+    again = next(f for f in docs[2].findings if f.rule_id == "xid-recurs-after-reset")
+    assert again.severity.value == "critical" and gpu3 in again.subject_key
+    ledger = History.load(tmp_path / "state.json").xids
+    assert ledger.resets == 1 and ledger.entries[f"{gpu3}|48"]["before"] == 1
