@@ -12,10 +12,11 @@ import errno
 import os
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from gpu_triage.collectors.base import CollectContext, CollectorUnavailable
 from gpu_triage.collectors.parsers import ParseError
@@ -50,6 +51,28 @@ _NOT_A_DISK = re.compile(
     r"^(loop\d+|ram\d+|sr\d+|fd\d+|(?:[shv]d|xvd)[a-z]+\d+|nvme\d+n\d+p\d+|mmcblk\d+p\d+)$"
 )
 _CPU_FIELDS = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal")
+
+
+def read_attributes(
+    fact: FactModel,
+    base: Path,
+    default_reason: UnavailableReason,
+    specs: Iterable[tuple[str, str, Callable[[str], Any]]],
+) -> None:
+    """Set each ``(field, file under base, parser)`` of a sysfs device on ``fact``; a file
+    that is missing, unreadable or does not parse leaves the field unavailable with why
+    (``default_reason`` when the file was read but its content is no value)."""
+    for fld, rel, parse in specs:
+        text, why = read_file(base / rel)
+        value = parse(text.strip()) if text is not None else None
+        if value is None:
+            fact.mark_unavailable(
+                fld,
+                why.reason if why else default_reason,
+                why.detail if why else f"{rel}: {(text or '').strip()!r}",
+            )
+        else:
+            setattr(fact, fld, value)
 
 
 def read_file(path: Path) -> tuple[str | None, Unavailable | None]:
@@ -416,24 +439,19 @@ class HostCollector:
 
     def _pcie_link(self, ctx: CollectContext, dev: Path, bdf: str, kind: str) -> PcieLinkFacts:
         link = PcieLinkFacts(pci_bus_id=bdf.lower(), device_class=kind, source=str(dev))
-        for fld, rel, parse in (
-            ("speed_gts", "current_link_speed", _first_number),
-            ("speed_gts_max", "max_link_speed", _first_number),
-            ("width", "current_link_width", lambda t: _int_or_none(t.lstrip("x"))),
-            ("width_max", "max_link_width", lambda t: _int_or_none(t.lstrip("x"))),
-            ("numa_node", "numa_node", _int_or_none),
-        ):
-            text, why = read_file(dev / rel)
-            value = parse(text.strip()) if text is not None else None
-            if value is None:
-                # 'Unknown speed' (device in D3cold, link down) or a missing attribute.
-                link.mark_unavailable(
-                    fld,
-                    why.reason if why else UnavailableReason.NOT_SUPPORTED,
-                    why.detail if why else f"{rel}: {(text or '').strip()}",
-                )
-            else:
-                setattr(link, fld, value)
+        # 'Unknown speed' (device in D3cold, link down) or a missing attribute
+        read_attributes(
+            link,
+            dev,
+            UnavailableReason.NOT_SUPPORTED,
+            (
+                ("speed_gts", "current_link_speed", _first_number),
+                ("speed_gts_max", "max_link_speed", _first_number),
+                ("width", "current_link_width", lambda t: _int_or_none(t.lstrip("x"))),
+                ("width_max", "max_link_width", lambda t: _int_or_none(t.lstrip("x"))),
+                ("numa_node", "numa_node", _int_or_none),
+            ),
+        )
         return link
 
     def _gpus(self, ctx: CollectContext, host: HostFacts, links: dict[str, PcieLinkFacts]) -> None:
@@ -502,23 +520,18 @@ class HostCollector:
                     why.reason if why else UnavailableReason.NOT_SUPPORTED,
                     why.detail if why else f"speed {(text or '').strip()}",
                 )
-            for fld, rel in (
-                ("mtu", "mtu"),
-                ("rx_errors", "statistics/rx_errors"),
-                ("tx_errors", "statistics/tx_errors"),
-                ("rx_dropped", "statistics/rx_dropped"),
-                ("tx_dropped", "statistics/tx_dropped"),
-            ):
-                text, why = read_file(iface / rel)
-                value = _int_or_none(text)
-                if value is None:
-                    nic.mark_unavailable(
-                        fld,
-                        why.reason if why else UnavailableReason.ERROR,
-                        why.detail if why else f"{rel}: {text!r}",
-                    )
-                else:
-                    setattr(nic, fld, value)
+            read_attributes(
+                nic,
+                iface,
+                UnavailableReason.ERROR,
+                (
+                    ("mtu", "mtu", _int_or_none),
+                    ("rx_errors", "statistics/rx_errors", _int_or_none),
+                    ("tx_errors", "statistics/tx_errors", _int_or_none),
+                    ("rx_dropped", "statistics/rx_dropped", _int_or_none),
+                    ("tx_dropped", "statistics/tx_dropped", _int_or_none),
+                ),
+            )
             text, why = read_file(iface / "operstate")
             if text is not None:
                 nic.operstate = text.strip()
@@ -569,25 +582,20 @@ class HostCollector:
                     pci_bus_id=pci.name.lower() if pci else None,
                     numa_node=numa,
                 )
-                for fld, rel, parse in (
-                    ("state", "state", normalize_state),
-                    ("phys_state", "phys_state", normalize_phys_state),
-                    ("rate_gbps", "rate", parse_rate_gbps),
-                    ("link_layer", "link_layer", lambda t: (t or "").strip().lower() or None),
-                    ("symbol_errors", "counters/symbol_error", _int_or_none),
-                    ("link_downed", "counters/link_downed", _int_or_none),
-                    ("rcv_errors", "counters/port_rcv_errors", _int_or_none),
-                    ("xmit_discards", "counters/port_xmit_discards", _int_or_none),
-                ):
-                    text, why = read_file(pdir / rel)
-                    value = parse(text.strip()) if text is not None else None
-                    if value is None:
-                        port.mark_unavailable(
-                            fld,
-                            why.reason if why else UnavailableReason.ERROR,
-                            why.detail if why else f"{rel}: {text!r}",
-                        )
-                    else:
-                        setattr(port, fld, value)
+                read_attributes(
+                    port,
+                    pdir,
+                    UnavailableReason.ERROR,
+                    (
+                        ("state", "state", normalize_state),
+                        ("phys_state", "phys_state", normalize_phys_state),
+                        ("rate_gbps", "rate", parse_rate_gbps),
+                        ("link_layer", "link_layer", lambda t: (t or "").strip().lower() or None),
+                        ("symbol_errors", "counters/symbol_error", _int_or_none),
+                        ("link_downed", "counters/link_downed", _int_or_none),
+                        ("rcv_errors", "counters/port_rcv_errors", _int_or_none),
+                        ("xmit_discards", "counters/port_xmit_discards", _int_or_none),
+                    ),
+                )
                 ports.append(port)
         return ports
