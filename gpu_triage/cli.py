@@ -93,6 +93,26 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--kernel-log", type=Path, help="read this file as the kernel log")
     run.add_argument(
+        "--site",
+        type=Path,
+        metavar="FILE",
+        help="site inventory (YAML/JSON: expected_pcie_width, pinned_driver_version, "
+        "rack, ...; see docs/facts.md, kind site)",
+    )
+    run.add_argument(
+        "--job",
+        type=Path,
+        metavar="FILE",
+        help="job metrics (YAML/JSON: step_time_ms, rank_step_times_ms, "
+        "latency_p99_ms, ...; kind job)",
+    )
+    run.add_argument(
+        "--answers",
+        type=Path,
+        metavar="FILE",
+        help="answers to the rulebook's questions (YAML/JSON: question id -> value)",
+    )
+    run.add_argument(
         "--also",
         action="append",
         default=[],
@@ -308,12 +328,25 @@ def cmd_run(args: argparse.Namespace) -> int:
         _err("--interval must be positive")
         return ExitCode.USAGE
 
+    try:
+        supplied = _supplied_facts(args)
+    except ValueError as exc:
+        _err(str(exc))
+        return ExitCode.USAGE
+
     def get_snapshot() -> tuple[Any, str]:
         if args.snapshot:
-            return _load_snapshot(args.snapshot), str(args.snapshot)
-        if early:  # the first live run was started before the rulebook loaded
-            return early.pop().result(), "live"
-        return _collect(window=args.window, kernel_log=args.kernel_log), "live"
+            snap, source = _load_snapshot(args.snapshot), str(args.snapshot)
+        elif early:  # the first live run was started before the rulebook loaded
+            snap, source = early.pop().result(), "live"
+        else:
+            snap, source = _collect(window=args.window, kernel_log=args.kernel_log), "live"
+        for attr, value in supplied.items():
+            if attr == "answers":
+                snap.facts.answers.update(value)
+            else:
+                setattr(snap.facts, attr, value)
+        return snap, source
 
     state = args.state
     if state is None and args.out is not None:
@@ -351,6 +384,41 @@ def cmd_run(args: argparse.Namespace) -> int:
     if doc.engine.fallback_reason and args.engine != "reference":
         _err(f"engine: {doc.engine.name} ({doc.engine.fallback_reason})")
     return int(doc.exit_code)
+
+
+def _supplied_facts(args: argparse.Namespace) -> dict[str, Any]:
+    """What a person supplies beside the collection: site inventory, job metrics, answers."""
+    import yaml
+    from pydantic import ValidationError
+
+    from gpu_triage.facts import JobMetrics, SiteInventory
+
+    out: dict[str, Any] = {}
+    for attr, path, model in (
+        ("site", args.site, SiteInventory),
+        ("job", args.job, JobMetrics),
+        ("answers", args.answers, None),
+    ):
+        if path is None:
+            continue
+        try:
+            data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+            raise ValueError(f"{path}: cannot read: {exc}") from None
+        if not isinstance(data, dict):
+            raise ValueError(f"{path}: expected a mapping of names to values")
+        if model is None:
+            bad = [k for k, v in data.items() if not isinstance(v, bool | int | float | str)]
+            if bad:
+                raise ValueError(f"{path}: answer '{bad[0]}' must be yes/no, a number or text")
+            out[attr] = data
+            continue
+        try:
+            out[attr] = model.model_validate({**data, "source": str(path)})
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            raise ValueError(f"{path}: {'.'.join(map(str, err['loc']))}: {err['msg']}") from None
+    return out
 
 
 def _start_collecting(args: argparse.Namespace) -> list[Any]:

@@ -319,3 +319,26 @@ def test_xid_again_after_a_reboot_escalates(tmp_path: Path) -> None:
     assert again.severity.value == "critical" and gpu3 in again.subject_key
     ledger = History.load(tmp_path / "state.json").xids
     assert ledger.resets == 1 and ledger.entries[f"{gpu3}|48"]["before"] == 1
+
+
+def test_site_inventory_job_metrics_and_answers_from_files(tmp_path: Path) -> None:
+    (tmp_path / "job.yaml").write_text("step_time_ms: 900\nrank_step_times_ms: [400, 410, 900]\n")
+    (tmp_path / "site.yaml").write_text("baseline_step_time_ms: 420\n")
+    out = tmp_path / "f.json"
+    r = cli(
+        "run",
+        "--snapshot",
+        str(SNAPSHOTS / "healthy-busy.json"),
+        "--job",
+        str(tmp_path / "job.yaml"),
+        "--site",
+        str(tmp_path / "site.yaml"),
+        "--out",
+        str(out),
+    )
+    assert r.returncode == 1, r.stderr
+    fired = {f.rule_id for f in FindingsDocument.model_validate_json(out.read_text()).findings}
+    assert {"slower-than-baseline", "rank-step-time-imbalance"} <= fired
+    (tmp_path / "bad.yaml").write_text("step_time: fast\n")
+    r = cli("run", "--demo", "--job", str(tmp_path / "bad.yaml"))
+    assert r.returncode == 64 and "bad.yaml: step_time" in r.stderr
