@@ -16,7 +16,7 @@ import sys
 import time
 
 CHILD = r"""
-import sys, time
+import os, sys, tempfile, time
 from gpu_triage import cli
 from gpu_triage.collectors import runner
 
@@ -32,7 +32,7 @@ def first_start(collectors, ctx, progress=None, **kw):
     return real(collectors, ctx, progress=hook, **kw)
 
 runner.collect_snapshot = first_start
-cli.main(["run", "--window", "0.1", "--out", "/dev/null"])
+cli.main(["run", "--window", "0.1", "--out", os.path.join(tempfile.mkdtemp(), "findings.json")])
 """
 
 

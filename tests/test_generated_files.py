@@ -53,10 +53,11 @@ def test_rule_schema_validates_the_builtin_rules() -> None:
                 jsonschema.validate(doc, schema)
 
 
-def test_unattended_path_never_imports_textual() -> None:
+def test_unattended_path_never_imports_textual(tmp_path: Path) -> None:
+    out_file = tmp_path / "findings.json"
     code = (
         "import sys; from gpu_triage.cli import main; "
-        "rc = main(['run', '--demo', '--out', '/dev/null']); "
+        f"rc = main(['run', '--demo', '--out', {str(out_file)!r}]); "
         "bad = [m for m in sys.modules if m.split('.')[0] in ('textual', 'rich')]; "
         "print(rc, bad)"
     )
