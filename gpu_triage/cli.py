@@ -304,6 +304,8 @@ def demo_snapshot_path(name: str = "incident") -> Path:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    from gpu_triage.output import is_special
+
     early = _start_collecting(args)  # the window runs while the rulebook loads
 
     from gpu_triage.engine.loader import RulebookError
@@ -349,7 +351,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         return snap, source
 
     state = args.state
-    if state is None and args.out is not None:
+    if state is None and args.out is not None and not is_special(args.out):
         state = args.out.with_name(f".{args.out.name}.state.json")
     also: list[tuple[str, Path]] = []
     for item in args.also:

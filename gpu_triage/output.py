@@ -4,15 +4,29 @@ from __future__ import annotations
 
 import contextlib
 import os
+import stat
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+
+
+def is_special(path: str | os.PathLike[str]) -> bool:
+    """A target that exists and is not a regular file (a device, a FIFO): written in
+    place, never replaced, and never given lock or state files beside it."""
+    try:
+        return not stat.S_ISREG(os.stat(path).st_mode)
+    except FileNotFoundError:
+        return False
 
 
 def write_atomic(path: str | os.PathLike[str], text: str) -> None:
     """Write ``text`` to a temporary file beside ``path``, fsync it, then rename it over
     ``path``. Readers see the old file or the new one, never a part."""
     target = Path(path)
+    if is_special(target):
+        with open(target, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        return
     directory = target.parent if str(target.parent) else Path(".")
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=directory)
     try:
@@ -40,6 +54,9 @@ def locked(path: str | os.PathLike[str]) -> Iterator[None]:
     import fcntl
 
     target = Path(path)
+    if is_special(target):
+        yield
+        return
     lock_path = target.with_name(f".{target.name}.lock")
     fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
     try:
