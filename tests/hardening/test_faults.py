@@ -125,7 +125,8 @@ def test_unattended_runs_never_run_runbook_commands(tmp_path: Path) -> None:
     code = (
         "import sys; from gpu_triage.cli import main; "
         f"rc = main(['run', '--snapshot', {str(SNAPSHOTS / 'healthy-busy.json')!r}, "
-        f"'--rules', {str(tmp_path)!r}, '--allow-untrusted-rules', '--out', {str(tmp_path / 'out.json')!r}]); "
+        f"'--rules', {str(tmp_path)!r}, '--allow-untrusted-rules', "
+        f"'--out', {str(tmp_path / 'out.json')!r}]); "
         "print(rc, 'gpu_triage.engine.runner' in sys.modules)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
