@@ -23,8 +23,8 @@ from gpu_triage.engine.compiler import load_rulebook  # noqa: E402
 from gpu_triage.engine.durable_backend import shared_backend  # noqa: E402
 from gpu_triage.engine.evaluate import Backend, ReferenceBackend, decide  # noqa: E402
 from gpu_triage.engine.inputs import EvalInput  # noqa: E402
-from gpu_triage.facts import XidEvent  # noqa: E402
-from gpu_triage.snapshot import load_snapshot  # noqa: E402
+from gpu_triage.model.facts import XidEvent  # noqa: E402
+from gpu_triage.model.snapshot import load_snapshot  # noqa: E402
 
 
 def fleet(n: int, seed: int = 7) -> list[EvalInput]:

@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from gpu_triage.engine.compiler import load_rulebook  # noqa: E402
-from gpu_triage.snapshot import load_snapshot  # noqa: E402
+from gpu_triage.model.snapshot import load_snapshot  # noqa: E402
 from gpu_triage.unattended import History, RunSpec, run_loop  # noqa: E402
 
 

@@ -74,10 +74,10 @@ def first_paint(engine: str, repeat: int) -> list[float]:
 
 
 def reevaluate(engine: str, repeat: int) -> tuple[list[float], list[float]]:
-    from gpu_triage.cli import demo_snapshot_path
     from gpu_triage.engine.compiler import load_rulebook
     from gpu_triage.engine.runner import CommandResult
-    from gpu_triage.snapshot import load_snapshot
+    from gpu_triage.model.demos import demo_snapshot_path
+    from gpu_triage.model.snapshot import load_snapshot
     from gpu_triage.tui.app import TriageApp
     from gpu_triage.tui.record import IncidentRecord
     from gpu_triage.tui.session import TriageSession

@@ -205,7 +205,7 @@ def runner_for(target: str) -> tuple[Callable[[bytes], object], tuple[type[BaseE
 
         return run_yaml, ()
     if target == "snapshot":
-        from gpu_triage.snapshot import SnapshotError, parse_snapshot
+        from gpu_triage.model.snapshot import SnapshotError, parse_snapshot
 
         def run_snap(data: bytes) -> object:
             return parse_snapshot(data.decode("utf-8", "replace"), "fuzz.json")

@@ -1,7 +1,7 @@
 """What every collector shares: the protocol, the context it runs in, and command running.
 
 A collector reads one source (NVML, the kernel log, /proc and /sys, kubectl ...)
-and fills part of a :class:`~gpu_triage.facts.Facts`. It never raises past the
+and fills part of a :class:`~gpu_triage.model.facts.Facts`. It never raises past the
 runner: a missing source is :class:`CollectorUnavailable`, anything else is
 recorded as a failure of that collector alone.
 """
@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from gpu_triage.facts import Facts
-from gpu_triage.snapshot import RawOutput
+from gpu_triage.model.facts import Facts
+from gpu_triage.model.snapshot import RawOutput
 
 # Commands run with a minimal, predictable environment: a fixed PATH and the C locale
 # so outputs parse the same everywhere.

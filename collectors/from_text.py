@@ -8,13 +8,13 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from gpu_triage.catalog import kinds
 from gpu_triage.collectors.merge import update_facts
 from gpu_triage.collectors.parsers import ParseError
 from gpu_triage.collectors.parsers.registry import get_parser
 from gpu_triage.collectors.runner import tie_to_gpus
-from gpu_triage.facts import Facts
-from gpu_triage.snapshot import CollectorState, CollectorStatus, RawOutput, Snapshot
+from gpu_triage.model.catalog import kinds
+from gpu_triage.model.facts import Facts
+from gpu_triage.model.snapshot import CollectorState, CollectorStatus, RawOutput, Snapshot
 
 
 def snapshot_from_texts(items: list[tuple[str, Path]], description: str = "") -> Snapshot:

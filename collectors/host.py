@@ -27,7 +27,7 @@ from gpu_triage.collectors.parsers.ibstat import (
 )
 from gpu_triage.collectors.parsers.meminfo import fill_host_from_meminfo, parse_meminfo_kib
 from gpu_triage.collectors.parsers.pressure import parse_pressure
-from gpu_triage.facts import (
+from gpu_triage.model.facts import (
     DiskFacts,
     FactModel,
     Facts,

@@ -8,8 +8,8 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from gpu_triage.catalog import kinds
-from gpu_triage.facts import FactModel, Facts
+from gpu_triage.model.catalog import kinds
+from gpu_triage.model.facts import FactModel, Facts
 
 
 def merge_fields(into: BaseModel, part: BaseModel, *, overwrite: bool = False) -> None:

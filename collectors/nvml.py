@@ -23,7 +23,7 @@ from typing import Any
 
 from gpu_triage.collectors.base import CollectContext, CollectorUnavailable
 from gpu_triage.collectors.pci import normalize_pci
-from gpu_triage.facts import (
+from gpu_triage.model.facts import (
     THROTTLE_REASONS,
     FactModel,
     Facts,

@@ -13,7 +13,7 @@ import re
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from gpu_triage.snapshot import Snapshot
+from gpu_triage.model.snapshot import Snapshot
 
 HOST_PLACEHOLDER = "REDACTED-HOST"
 COMMAND_LINE_PLACEHOLDER = "<command line redacted>"

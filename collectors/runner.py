@@ -19,12 +19,12 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from gpu_triage.catalog import kinds as catalog_kinds
 from gpu_triage.collectors.base import CollectContext, Collector, CollectorUnavailable
 from gpu_triage.collectors.merge import merge_fields
 from gpu_triage.collectors.nvml import NvmlCollector, normalize_bus_id
-from gpu_triage.facts import Facts
-from gpu_triage.snapshot import CollectorState, CollectorStatus, RawOutput, Snapshot
+from gpu_triage.model.catalog import kinds as catalog_kinds
+from gpu_triage.model.facts import Facts
+from gpu_triage.model.snapshot import CollectorState, CollectorStatus, RawOutput, Snapshot
 
 # Time a collector gets beyond the sampling window when neither the caller nor the
 # collector (attribute ``budget_s``) says otherwise: one command timeout plus slack.

@@ -14,7 +14,7 @@ import socket
 from typing import Any
 
 from gpu_triage.collectors.base import CollectContext, CollectorUnavailable, CommandResult
-from gpu_triage.facts import Facts, SchedulerFacts, UnavailableReason
+from gpu_triage.model.facts import Facts, SchedulerFacts, UnavailableReason
 
 GPU_RESOURCE = "nvidia.com/gpu"
 COMMAND_TIMEOUT_S = 8.0  # per command; a hung API server must not eat the whole budget

@@ -17,7 +17,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gpu_triage.catalog import kinds
 from gpu_triage.engine import expr as E
 from gpu_triage.engine.loader import (
     Diagnostic,
@@ -36,6 +35,7 @@ from gpu_triage.engine.model import (
     XidOverride,
     check_param_bounds,
 )
+from gpu_triage.model.catalog import kinds
 
 # Kinds that are not collected facts.
 SPECIAL_KINDS = {"params", "answer", "concl"}

@@ -33,12 +33,12 @@ import sys
 import threading
 from typing import Any
 
-from gpu_triage.catalog import kinds
 from gpu_triage.engine import expr as E
 from gpu_triage.engine.compiler import CompiledRule, Rulebook
 from gpu_triage.engine.evaluate import BackendFailure, Verdicts
 from gpu_triage.engine.inputs import Binding, EvalInput, plain
 from gpu_triage.engine.reference import Conclusions, Evaluator
+from gpu_triage.model.catalog import kinds
 
 ALWAYS = {"$ex": {"t": 1}}
 NEVER = {"$nex": {"t": 1}}

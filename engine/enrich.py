@@ -12,7 +12,7 @@ from dataclasses import replace
 
 from gpu_triage.engine.compiler import Rulebook
 from gpu_triage.engine.inputs import EvalInput
-from gpu_triage.facts import SxidEvent, XidEvent
+from gpu_triage.model.facts import SxidEvent, XidEvent
 
 CATALOG_SOURCE = "xid catalogue"
 

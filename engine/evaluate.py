@@ -14,7 +14,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from gpu_triage.catalog import kinds
 from gpu_triage.engine import expr as E
 from gpu_triage.engine.compiler import CompiledRule, Rulebook
 from gpu_triage.engine.findings import (
@@ -30,7 +29,8 @@ from gpu_triage.engine.findings import (
 )
 from gpu_triage.engine.inputs import Binding, EvalInput, bindings, subject_key, subject_label
 from gpu_triage.engine.reference import Clause, Conclusions, Evaluator, Missing, Val
-from gpu_triage.snapshot import Snapshot
+from gpu_triage.model.catalog import kinds
+from gpu_triage.model.snapshot import Snapshot
 
 # (rule id, binding index) -> True (fires) or None (unknown); false is absent.
 Verdicts = dict[tuple[str, int], bool | None]

@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from gpu_triage.engine.findings import Finding, FindingsDocument
-from gpu_triage.facts import Facts
+from gpu_triage.model.facts import Facts
 
 RECORD_VERSION = 1
 

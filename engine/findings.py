@@ -10,7 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from gpu_triage import __version__
 from gpu_triage.engine.model import Question, RunbookStep, Severity, Stage
-from gpu_triage.snapshot import HISTORY_SOURCE, CollectorStatus
+from gpu_triage.model.snapshot import HISTORY_SOURCE, CollectorStatus
 
 FINDINGS_SCHEMA_VERSION = 1
 

@@ -139,7 +139,7 @@ def _records_from_document(data: Any, path: Path) -> Iterator[dict[str, Any]]:
         return
     if "facts" in data and "collectors" in data:
         from gpu_triage.engine.evaluate import evaluate
-        from gpu_triage.snapshot import SnapshotError, parse_snapshot
+        from gpu_triage.model.snapshot import SnapshotError, parse_snapshot
 
         try:
             snap = parse_snapshot(json.dumps(data), str(path))

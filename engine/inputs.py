@@ -10,9 +10,9 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from gpu_triage.catalog import kinds
-from gpu_triage.facts import FactModel, Facts, Unavailable, UnavailableReason
-from gpu_triage.snapshot import CollectorState, Snapshot
+from gpu_triage.model.catalog import kinds
+from gpu_triage.model.facts import FactModel, Facts, Unavailable, UnavailableReason
+from gpu_triage.model.snapshot import CollectorState, Snapshot
 
 # A binding: for each kind the rule iterates over, the item bound (None: unavailable).
 Binding = dict[str, FactModel | None]

@@ -14,10 +14,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpu_triage.catalog import kinds
 from gpu_triage.engine import expr as E
 from gpu_triage.engine.inputs import Binding, EvalInput, plain, quantise
-from gpu_triage.facts import FactModel, Unavailable, UnavailableReason
+from gpu_triage.model.catalog import kinds
+from gpu_triage.model.facts import FactModel, Unavailable, UnavailableReason
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from gpu_triage.engine.findings import Finding, Status
 from gpu_triage.engine.inputs import EvalInput, bindings
 from gpu_triage.engine.model import RuleTest
 from gpu_triage.engine.reference import Conclusions
-from gpu_triage.facts import Facts, Unavailable, UnavailableReason
+from gpu_triage.model.facts import Facts, Unavailable, UnavailableReason
 
 
 @dataclass

@@ -9,6 +9,7 @@ from typing import Any
 
 from gpu_triage import __version__
 from gpu_triage.engine.findings import ExitCode
+from gpu_triage.model.demos import demo_names, demo_snapshot_path
 
 SEVERITIES = ("info", "warning", "critical")
 
@@ -271,33 +272,9 @@ def _load_book(args: argparse.Namespace) -> Any:
 
 
 def _load_snapshot(path: Path) -> Any:
-    from gpu_triage.snapshot import load_snapshot
+    from gpu_triage.model.snapshot import load_snapshot
 
     return load_snapshot(path)
-
-
-def demo_names() -> list[str]:
-    from importlib import resources
-
-    demos = resources.files("gpu_triage") / "data" / "demos"
-    extra = (
-        sorted(p.name.removesuffix(".json") for p in demos.iterdir() if p.name.endswith(".json"))
-        if demos.is_dir()
-        else []
-    )
-    return ["incident", *extra]
-
-
-def demo_snapshot_path(name: str = "incident") -> Path:
-    """A bundled demo snapshot: the default incident, or one under data/demos/."""
-    from importlib import resources
-
-    data = resources.files("gpu_triage") / "data"
-    if name == "incident":
-        return Path(str(data / "demo-incident.json"))
-    if name not in demo_names():
-        raise ValueError(f"no demo '{name}' (demos: {', '.join(demo_names())})")
-    return Path(str(data / "demos" / f"{name}.json"))
 
 
 # --------------------------------------------------------------------------- run
@@ -309,7 +286,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     early = _start_collecting(args)  # the window runs while the rulebook loads
 
     from gpu_triage.engine.loader import RulebookError
-    from gpu_triage.snapshot import SnapshotError
+    from gpu_triage.model.snapshot import SnapshotError
     from gpu_triage.unattended import History, RunSpec, run_loop, run_once
 
     try:
@@ -390,37 +367,9 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def _supplied_facts(args: argparse.Namespace) -> dict[str, Any]:
     """What a person supplies beside the collection: site inventory, job metrics, answers."""
-    import yaml
-    from pydantic import ValidationError
+    from gpu_triage.model.supplied import read_supplied
 
-    from gpu_triage.facts import JobMetrics, SiteInventory
-
-    out: dict[str, Any] = {}
-    for attr, path, model in (
-        ("site", args.site, SiteInventory),
-        ("job", args.job, JobMetrics),
-        ("answers", args.answers, None),
-    ):
-        if path is None:
-            continue
-        try:
-            data = yaml.safe_load(path.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
-            raise ValueError(f"{path}: cannot read: {exc}") from None
-        if not isinstance(data, dict):
-            raise ValueError(f"{path}: expected a mapping of names to values")
-        if model is None:
-            bad = [k for k, v in data.items() if not isinstance(v, bool | int | float | str)]
-            if bad:
-                raise ValueError(f"{path}: answer '{bad[0]}' must be yes/no, a number or text")
-            out[attr] = data
-            continue
-        try:
-            out[attr] = model.model_validate({**data, "source": str(path)})
-        except ValidationError as exc:
-            err = exc.errors()[0]
-            raise ValueError(f"{path}: {'.'.join(map(str, err['loc']))}: {err['msg']}") from None
-    return out
+    return read_supplied(args.site, args.job, args.answers)
 
 
 def _start_collecting(args: argparse.Namespace) -> list[Any]:
@@ -458,7 +407,7 @@ def _collect(
 
 
 def cmd_collect(args: argparse.Namespace) -> int:
-    from gpu_triage.snapshot import dump_snapshot
+    from gpu_triage.model.snapshot import dump_snapshot
 
     if args.from_text:
         from gpu_triage.collectors.from_text import snapshot_from_texts
@@ -496,7 +445,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
     from gpu_triage.engine.explain import explain, render_explanation
     from gpu_triage.engine.inputs import EvalInput
     from gpu_triage.engine.loader import RulebookError
-    from gpu_triage.snapshot import SnapshotError
+    from gpu_triage.model.snapshot import SnapshotError
 
     try:
         book = _load_book(args)
@@ -602,7 +551,7 @@ def _rules_test(args: argparse.Namespace) -> int:
 
 def cmd_facts(args: argparse.Namespace) -> int:
     if args.facts_command == "docs":
-        from gpu_triage.catalog import catalog_markdown
+        from gpu_triage.model.catalog import catalog_markdown
 
         _emit(catalog_markdown() + "\n", args.out)
         return 0
@@ -642,7 +591,7 @@ def _check_findings(args: argparse.Namespace) -> tuple[Any, str]:
     from gpu_triage.engine.evaluate import evaluate
     from gpu_triage.engine.loader import RulebookError
     from gpu_triage.integrations import read_recent_findings
-    from gpu_triage.snapshot import SnapshotError
+    from gpu_triage.model.snapshot import SnapshotError
 
     if args.findings is not None:
         return read_recent_findings(args.findings, args.max_age)

@@ -20,9 +20,9 @@ from typing import Any
 from gpu_triage.engine.compiler import Rulebook
 from gpu_triage.engine.evaluate import evaluate
 from gpu_triage.engine.findings import Cleared, FindingsDocument
-from gpu_triage.facts import Facts
+from gpu_triage.model.facts import Facts
+from gpu_triage.model.snapshot import Snapshot
 from gpu_triage.output import append_line, locked, write_atomic
-from gpu_triage.snapshot import Snapshot
 
 FORMATS = ("json", "jsonl", "markdown", "prometheus")
 
@@ -102,8 +102,8 @@ class XidLedger:
 
     def prepare(self, snap: Snapshot) -> None:
         """Note a reboot, then give the evaluation what came before it as facts."""
-        from gpu_triage.facts import XidHistory
-        from gpu_triage.snapshot import HISTORY_SOURCE, CollectorState, CollectorStatus
+        from gpu_triage.model.facts import XidHistory
+        from gpu_triage.model.snapshot import HISTORY_SOURCE, CollectorState, CollectorStatus
 
         host = snap.facts.host
         boot = host.boot_time.isoformat() if host and host.boot_time else None

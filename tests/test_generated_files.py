@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from gpu_triage.catalog import catalog_markdown
 from gpu_triage.engine.docs import rules_markdown
 from gpu_triage.engine.schema import findings_schema_text, rule_schema_text
+from gpu_triage.model.catalog import catalog_markdown
 
 ROOT = Path(__file__).resolve().parents[1]
 REFRESH = "python -m gpu_triage {}"

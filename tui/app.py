@@ -23,7 +23,7 @@ from textual.worker import Worker, WorkerState
 
 from gpu_triage.engine.compiler import Rulebook
 from gpu_triage.engine.findings import Finding
-from gpu_triage.snapshot import Snapshot
+from gpu_triage.model.snapshot import Snapshot
 from gpu_triage.tui.modals import NoteModal, QuestionModal
 from gpu_triage.tui.record import IncidentRecord, default_path
 from gpu_triage.tui.screens import (
@@ -331,12 +331,12 @@ def build_app(args: argparse.Namespace) -> TriageApp:
     record_arg: Path | None = getattr(args, "record", None)
     snapshot_path: Path | None = getattr(args, "snapshot", None)
     if getattr(args, "demo", False):
-        from gpu_triage.cli import demo_snapshot_path
+        from gpu_triage.model.demos import demo_snapshot_path
 
         demo = getattr(args, "demo", "incident")
         snapshot_path = demo_snapshot_path(demo if isinstance(demo, str) else "incident")
     if snapshot_path is not None:
-        from gpu_triage.snapshot import load_snapshot
+        from gpu_triage.model.snapshot import load_snapshot
 
         snap = load_snapshot(snapshot_path)
         record = IncidentRecord(record_arg or default_path(snap.hostname))
@@ -364,7 +364,7 @@ def build_app(args: argparse.Namespace) -> TriageApp:
 
 def run_tui(args: argparse.Namespace) -> int:
     from gpu_triage.engine.loader import RulebookError
-    from gpu_triage.snapshot import SnapshotError
+    from gpu_triage.model.snapshot import SnapshotError
 
     try:
         app = build_app(args)

@@ -9,11 +9,11 @@ from typing import Any
 
 from rich.text import Text
 
-from gpu_triage.catalog import kinds
 from gpu_triage.engine.findings import Finding, FindingsDocument, Status
 from gpu_triage.engine.model import Question, QuestionType, RunbookStep
-from gpu_triage.facts import FactModel, Facts
-from gpu_triage.snapshot import Snapshot
+from gpu_triage.model.catalog import kinds
+from gpu_triage.model.facts import FactModel, Facts
+from gpu_triage.model.snapshot import Snapshot
 
 SEVERITY_WORD = {"critical": "CRITICAL", "warning": "WARNING", "info": "INFO"}
 SEVERITY_STYLE = {"critical": "bold red", "warning": "bold yellow", "info": "cyan"}

@@ -6,7 +6,7 @@ Runbook steps name these (``parser: nvidia-smi-q``) so their output becomes fact
 
 from __future__ import annotations
 
-from gpu_triage.facts import Facts, HostFacts, SchedulerFacts
+from gpu_triage.model.facts import Facts, HostFacts, SchedulerFacts
 
 
 def nvidia_smi_table(text: str, source: str = "nvidia-smi") -> Facts:

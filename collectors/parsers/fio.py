@@ -13,7 +13,7 @@ import json
 import re
 from typing import Any
 
-from gpu_triage.facts import HostFacts
+from gpu_triage.model.facts import HostFacts
 
 _JOB_HEAD = re.compile(r"\(groupid=(\d{1,9})")
 _JOB_LINE = re.compile(r"^\s*(read|write)\s*:\s*(.*)$")

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from gpu_triage.facts import IbPortFacts
+from gpu_triage.model.facts import IbPortFacts
 
 _CA = re.compile(r"^\s*CA:?\s+'([^']+)'\s*$")  # `ibstat CA PORT` prints "CA: 'mlx5_0'"
 _PORT = re.compile(r"^\s*Port\s+(\d+)\s*:\s*$")

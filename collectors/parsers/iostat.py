@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass, field
 
 from gpu_triage.collectors.parsers import ParseError
-from gpu_triage.facts import DiskFacts, HostFacts, UnavailableReason
+from gpu_triage.model.facts import DiskFacts, HostFacts, UnavailableReason
 
 _NUMBER = re.compile(r"^-?\d+(?:[.,]\d+)?([BkKMGTP%])?$")
 # -h prints sizes with a unit suffix; values are stored in the column's own unit (kB).

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta, timezone
 
 from gpu_triage.collectors.pci import normalize_pci
-from gpu_triage.facts import (
+from gpu_triage.model.facts import (
     AerEvent,
     BusLossEvent,
     KernelEvent,

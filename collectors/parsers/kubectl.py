@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from gpu_triage.facts import SchedulerFacts
+from gpu_triage.model.facts import SchedulerFacts
 
 GPU_RESOURCE = "nvidia.com/gpu"
 

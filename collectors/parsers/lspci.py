@@ -15,7 +15,7 @@ from gpu_triage.collectors.parsers.nvidia_smi import (
     as_text,
     normalize_pci_bus_id,
 )
-from gpu_triage.facts import PcieLinkFacts, UnavailableReason
+from gpu_triage.model.facts import PcieLinkFacts, UnavailableReason
 
 __all__ = ["device_class", "parse_lspci_vv"]
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 
 from gpu_triage.collectors.parsers import ParseError
-from gpu_triage.facts import HostFacts, UnavailableReason
+from gpu_triage.model.facts import HostFacts, UnavailableReason
 
 _LINE = re.compile(r"^\s*([A-Za-z0-9_()]+):\s*(\d{1,20})(?:\s*([kKmMgG]i?B))?\s*$")
 _TO_KIB = {"k": 1, "m": 1024, "g": 1024 * 1024}

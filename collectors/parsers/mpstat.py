@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass, field
 
 from gpu_triage.collectors.parsers import ParseError
-from gpu_triage.facts import HostFacts
+from gpu_triage.model.facts import HostFacts
 
 SATURATED_BUSY_PCT = 90.0
 

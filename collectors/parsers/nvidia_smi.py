@@ -1,6 +1,6 @@
 """Parsers for ``nvidia-smi`` outputs: the default table, ``-q``, and the CSV queries.
 
-All of them produce :class:`~gpu_triage.facts.GpuFacts` / :class:`GpuProcess`. They
+All of them produce :class:`~gpu_triage.model.facts.GpuFacts` / :class:`GpuProcess`. They
 report values as printed and never judge them: an idle GPU shows ``Idle: Active``,
 ``SW Power Cap: Active`` or a low PCIe generation while it saves power, and that is
 for rules to weigh, not for the parser.
@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 from gpu_triage.collectors.parsers import ParseError
 from gpu_triage.collectors.pci import normalize_pci
-from gpu_triage.facts import (
+from gpu_triage.model.facts import (
     THROTTLE_REASONS,
     GpuFacts,
     GpuProcess,

@@ -2,7 +2,7 @@
 
 Both print a ``GPU <n>: <name> (UUID: ...)`` line, then one ``Link <k>: ...`` line per
 link (per counter for ``-e``). Lines of both may be concatenated; entries for the
-same GPU and link merge into one :class:`~gpu_triage.facts.NvlinkFacts`.
+same GPU and link merge into one :class:`~gpu_triage.model.facts.NvlinkFacts`.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from gpu_triage.collectors.parsers.nvidia_smi import (
     as_text,
     normalize_pci_bus_id,
 )
-from gpu_triage.facts import NvlinkFacts, UnavailableReason
+from gpu_triage.model.facts import NvlinkFacts, UnavailableReason
 
 __all__ = ["parse_nvlink_status"]
 

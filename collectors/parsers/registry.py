@@ -1,7 +1,7 @@
 """Parser names a runbook step may declare, and what each turns output into.
 
 Each entry maps a name to ``"module:function"``; the function takes the command's
-output text and returns a partial :class:`~gpu_triage.facts.Facts`. Modules are
+output text and returns a partial :class:`~gpu_triage.model.facts.Facts`. Modules are
 imported only when a parser is used, so linting a rulebook stays cheap.
 """
 
@@ -11,7 +11,7 @@ from importlib import import_module
 from typing import Protocol
 
 from gpu_triage.collectors.parsers import ParseError
-from gpu_triage.facts import Facts
+from gpu_triage.model.facts import Facts
 
 PARSERS: dict[str, str] = {
     "nvidia-smi": "gpu_triage.collectors.parsers.adapters:nvidia_smi_table",

@@ -12,8 +12,8 @@ from gpu_triage.collectors.from_text import snapshot_from_texts
 from gpu_triage.collectors.merge import update_facts
 from gpu_triage.collectors.parsers.registry import PARSERS, get_parser
 from gpu_triage.engine.evaluate import evaluate
-from gpu_triage.facts import Facts, GpuFacts
-from gpu_triage.snapshot import load_snapshot
+from gpu_triage.model.facts import Facts, GpuFacts
+from gpu_triage.model.snapshot import load_snapshot
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 REAL = DATA / "real-outputs"

@@ -10,7 +10,7 @@ import pytest
 
 from gpu_triage.collectors.base import CollectContext, CollectorUnavailable
 from gpu_triage.collectors.host import HostCollector, read_file
-from gpu_triage.facts import Facts, UnavailableReason
+from gpu_triage.model.facts import Facts, UnavailableReason
 
 try:
     from tests.collectors.fakeroot import FakeRoot, build_fake_root

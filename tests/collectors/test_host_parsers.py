@@ -25,7 +25,7 @@ from gpu_triage.collectors.parsers.iperf3 import parse_iperf3
 from gpu_triage.collectors.parsers.meminfo import parse_meminfo, parse_meminfo_kib
 from gpu_triage.collectors.parsers.mpstat import fill_host_from_mpstat, parse_mpstat
 from gpu_triage.collectors.parsers.pressure import parse_pressure
-from gpu_triage.facts import UnavailableReason
+from gpu_triage.model.facts import UnavailableReason
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "real-outputs"
 # Hand-written inputs for formats the real samples do not cover.

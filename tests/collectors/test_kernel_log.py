@@ -23,7 +23,7 @@ from gpu_triage.collectors.parsers.kernel_log import (
     parse_iso,
     parse_kernel_log,
 )
-from gpu_triage.facts import Facts, KernelEvent
+from gpu_triage.model.facts import Facts, KernelEvent
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "real-outputs"
 KEY: dict[str, Any] = yaml.safe_load((DATA / "expected.yaml").read_text())["samples"]

@@ -21,7 +21,7 @@ from gpu_triage.collectors.parsers.nvidia_smi import (
 )
 from gpu_triage.collectors.parsers.nvlink import parse_nvlink_status
 from gpu_triage.collectors.parsers.topo import parse_topo_matrix
-from gpu_triage.facts import UnavailableReason
+from gpu_triage.model.facts import UnavailableReason
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "real-outputs"
 HAND = Path(__file__).resolve().parents[1] / "data" / "hand-written"

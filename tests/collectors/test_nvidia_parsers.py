@@ -17,7 +17,7 @@ from gpu_triage.collectors.parsers.nvidia_smi import (
     parse_nvidia_smi_table,
     parse_query_gpu_csv,
 )
-from gpu_triage.facts import GpuFacts, RecoveryAction, UnavailableReason
+from gpu_triage.model.facts import GpuFacts, RecoveryAction, UnavailableReason
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "real-outputs"
 HAND = Path(__file__).resolve().parents[1] / "data" / "hand-written"

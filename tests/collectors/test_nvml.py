@@ -13,7 +13,7 @@ import pytest
 
 from gpu_triage.collectors.base import CollectContext, CollectorUnavailable
 from gpu_triage.collectors.nvml import NvmlCollector, cuda_version_text, normalize_bus_id
-from gpu_triage.facts import Facts, GpuFacts, RecoveryAction, UnavailableReason
+from gpu_triage.model.facts import Facts, GpuFacts, RecoveryAction, UnavailableReason
 
 
 def _load_fake() -> ModuleType:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from gpu_triage.collectors.redact import redact_snapshot
-from gpu_triage.facts import (
+from gpu_triage.model.facts import (
     Facts,
     GpuFacts,
     GpuProcess,
@@ -16,7 +16,7 @@ from gpu_triage.facts import (
     TopoFacts,
     XidEvent,
 )
-from gpu_triage.snapshot import RawOutput, Snapshot, dump_snapshot, parse_snapshot
+from gpu_triage.model.snapshot import RawOutput, Snapshot, dump_snapshot, parse_snapshot
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "real-outputs"
 SHARED = Path("/work/shared/real-outputs")

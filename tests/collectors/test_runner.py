@@ -8,7 +8,7 @@ from pathlib import Path
 
 from gpu_triage.collectors.base import CollectContext, CollectorUnavailable, run_command
 from gpu_triage.collectors.runner import collect_snapshot, default_collectors, tie_to_gpus
-from gpu_triage.facts import (
+from gpu_triage.model.facts import (
     AerEvent,
     Facts,
     GpuFacts,
@@ -18,7 +18,7 @@ from gpu_triage.facts import (
     UnavailableReason,
     XidEvent,
 )
-from gpu_triage.snapshot import CollectorState, dump_snapshot, parse_snapshot
+from gpu_triage.model.snapshot import CollectorState, dump_snapshot, parse_snapshot
 
 
 class OkCollector:

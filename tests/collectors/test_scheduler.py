@@ -28,7 +28,7 @@ from gpu_triage.collectors.scheduler import (
     docker_uses_nvidia,
     parse_gres_gpus,
 )
-from gpu_triage.facts import Facts, UnavailableReason
+from gpu_triage.model.facts import Facts, UnavailableReason
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "real-outputs"
 # Hand-written inputs for formats the real samples do not cover.

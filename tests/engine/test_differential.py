@@ -18,7 +18,7 @@ from gpu_triage.engine.evaluate import ReferenceBackend, decide
 from gpu_triage.engine.inputs import EvalInput
 from gpu_triage.engine.loader import RawRulebook, load_text
 from gpu_triage.engine.ruletest import run_rule_tests
-from gpu_triage.facts import (
+from gpu_triage.model.facts import (
     Facts,
     GpuFacts,
     HostFacts,
@@ -113,7 +113,7 @@ def fact_sets(draw) -> EvalInput:
     )
     facts = Facts(host=host, gpus=[draw(gpus(i)) for i in range(n)], xids=xids)
     unavailable = {}
-    from gpu_triage.facts import Unavailable
+    from gpu_triage.model.facts import Unavailable
 
     for kind in draw(st.lists(st.sampled_from(["gpu", "xid", "host"]), unique=True, max_size=2)):
         unavailable[kind] = Unavailable(reason=UnavailableReason.COLLECTOR_FAILED, detail="test")

@@ -12,8 +12,8 @@ from gpu_triage.engine.durable_backend import DurableBackend
 from gpu_triage.engine.evaluate import evaluate
 from gpu_triage.engine.findings import FindingsDocument, Status
 from gpu_triage.engine.inputs import EvalInput
-from gpu_triage.facts import Facts, GpuFacts, HostFacts
-from gpu_triage.snapshot import load_snapshot
+from gpu_triage.model.facts import Facts, GpuFacts, HostFacts
+from gpu_triage.model.snapshot import load_snapshot
 from tests.conftest import SNAPSHOTS
 
 ENGINES = ["reference", "durable"]

@@ -7,7 +7,7 @@ from pathlib import Path
 from gpu_triage.engine.compiler import load_rulebook
 from gpu_triage.engine.evaluate import evaluate
 from gpu_triage.engine.inputs import EvalInput
-from gpu_triage.facts import Facts, XidEvent
+from gpu_triage.model.facts import Facts, XidEvent
 
 CATALOG = """\
 xid_catalog: test catalogue
@@ -90,7 +90,7 @@ def test_rule_tests_see_the_catalogue(tmp_path: Path) -> None:
 
 def test_sxid_annotation(tmp_path: Path) -> None:
     from gpu_triage.engine.enrich import enrich
-    from gpu_triage.facts import SxidEvent
+    from gpu_triage.model.facts import SxidEvent
 
     inp = enrich(
         EvalInput(Facts(sxids=[SxidEvent(code=12028), SxidEvent(code=1)])), book_with(tmp_path)

@@ -16,8 +16,8 @@ from gpu_triage.collectors.base import CollectContext, CollectorUnavailable, run
 from gpu_triage.collectors.host import HostCollector
 from gpu_triage.collectors.kernel_log import KernelLogCollector
 from gpu_triage.collectors.runner import collect_snapshot
-from gpu_triage.facts import Facts
-from gpu_triage.snapshot import CollectorState
+from gpu_triage.model.facts import Facts
+from gpu_triage.model.snapshot import CollectorState
 from tests.conftest import SNAPSHOTS
 
 

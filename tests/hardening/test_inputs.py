@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from gpu_triage.engine.loader import RawRulebook, load_text
-from gpu_triage.snapshot import SnapshotError, parse_snapshot
+from gpu_triage.model.snapshot import SnapshotError, parse_snapshot
 
 
 @pytest.mark.parametrize(

@@ -13,7 +13,7 @@ import pytest
 from gpu_triage.engine.evaluate import evaluate
 from gpu_triage.engine.findings import FindingsDocument
 from gpu_triage.engine.inputs import EvalInput
-from gpu_triage.facts import Facts
+from gpu_triage.model.facts import Facts
 
 GROUP = "low-gpu-throughput"
 BUS = "0000:18:00.0"

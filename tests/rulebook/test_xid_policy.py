@@ -14,7 +14,7 @@ from gpu_triage.engine.compiler import Rulebook, load_rulebook
 from gpu_triage.engine.evaluate import evaluate
 from gpu_triage.engine.findings import Finding, FindingsDocument
 from gpu_triage.engine.inputs import EvalInput
-from gpu_triage.facts import (
+from gpu_triage.model.facts import (
     Facts,
     GpuFacts,
     NvlinkErrorEvent,
@@ -348,7 +348,7 @@ def test_history_escalation_after_a_reset(book: Rulebook, engine: str) -> None:
 
 
 def test_history_store_missing_is_not_a_cannot_evaluate(book: Rulebook) -> None:
-    from gpu_triage.facts import Unavailable, UnavailableReason
+    from gpu_triage.model.facts import Unavailable, UnavailableReason
 
     inp = EvalInput(
         Facts(xids=[xid(48)]),

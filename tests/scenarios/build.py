@@ -16,7 +16,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from gpu_triage.collectors.parsers.topo import parse_topo_matrix
-from gpu_triage.facts import (
+from gpu_triage.model.facts import (
     AerEvent,
     BusLossEvent,
     DiskFacts,
@@ -34,7 +34,7 @@ from gpu_triage.facts import (
     UnavailableReason,
     XidEvent,
 )
-from gpu_triage.snapshot import (
+from gpu_triage.model.snapshot import (
     CollectorState,
     CollectorStatus,
     RawOutput,

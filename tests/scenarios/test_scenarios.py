@@ -14,7 +14,7 @@ import yaml
 from gpu_triage.engine.compiler import Rulebook, load_rulebook
 from gpu_triage.engine.evaluate import evaluate
 from gpu_triage.engine.findings import FindingsDocument
-from gpu_triage.snapshot import CollectorState, Snapshot, load_snapshot
+from gpu_triage.model.snapshot import CollectorState, Snapshot, load_snapshot
 from tests.scenarios import build
 
 HERE = Path(__file__).parent

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from gpu_triage.cli import demo_snapshot_path
-from gpu_triage.snapshot import Snapshot, load_snapshot
+from gpu_triage.model.demos import demo_snapshot_path
+from gpu_triage.model.snapshot import Snapshot, load_snapshot
 
 ROOT = Path(__file__).resolve().parents[2]
 REAL = ROOT / "tests" / "data" / "real-outputs"

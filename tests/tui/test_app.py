@@ -11,8 +11,8 @@ import pytest
 from gpu_triage.engine.compiler import load_rulebook
 from gpu_triage.engine.findings import Status
 from gpu_triage.engine.runner import group_alive
-from gpu_triage.facts import UnavailableReason
-from gpu_triage.snapshot import CollectorState, Snapshot
+from gpu_triage.model.facts import UnavailableReason
+from gpu_triage.model.snapshot import CollectorState, Snapshot
 from gpu_triage.tui.app import TriageApp
 from gpu_triage.tui.record import IncidentRecord, read_entries
 from gpu_triage.tui.screens import FactsScreen, FindingsScreen, RunbookScreen

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from gpu_triage.engine.findings import FindingsDocument
-from gpu_triage.snapshot import load_snapshot
+from gpu_triage.model.snapshot import load_snapshot
 from gpu_triage.unattended import History, RunSpec, run_loop, run_once
 from tests.conftest import ROOT, SNAPSHOTS
 
@@ -50,7 +50,7 @@ def test_exit_code_unknown_when_rulebook_breaks(tmp_path: Path) -> None:
 
 def test_exit_code_unknown_when_every_collector_failed(tmp_path: Path) -> None:
     snap = load_snapshot(SNAPSHOTS / "no-gpu-collector.json")
-    from gpu_triage.snapshot import CollectorState
+    from gpu_triage.model.snapshot import CollectorState
 
     for c in snap.collectors:
         c.state = CollectorState.FAILED
@@ -289,7 +289,7 @@ def test_xid_again_after_a_reboot_escalates(tmp_path: Path) -> None:
     again: the history makes the recurrence rule fire (hardware, not the job)."""
     from datetime import timedelta
 
-    from gpu_triage.facts import XidEvent
+    from gpu_triage.model.facts import XidEvent
 
     base = load_snapshot(SNAPSHOTS / "healthy-busy.json")
     gpu3 = base.facts.gpus[3].pci_bus_id

@@ -11,7 +11,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from gpu_triage import __version__
-from gpu_triage.facts import Facts
+from gpu_triage.model.facts import Facts
 
 SCHEMA_VERSION = 1
 # The status of the unattended history store: not a collection of this node's state.

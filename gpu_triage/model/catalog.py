@@ -1,6 +1,6 @@
 """The fact catalogue: every kind and field a rule may name, with unit and meaning.
 
-Generated from the pydantic models in :mod:`gpu_triage.facts`, so the models
+Generated from the pydantic models in :mod:`gpu_triage.model.facts`, so the models
 stay the only declaration of what a fact is.
 """
 
@@ -12,7 +12,7 @@ from typing import Any, get_args, get_origin
 
 from pydantic import BaseModel
 
-from gpu_triage import facts as f
+from gpu_triage.model import facts as f
 
 
 @dataclass(frozen=True)
@@ -157,7 +157,7 @@ def catalog_markdown() -> str:
     lines = [
         "# Fact catalogue",
         "",
-        "Generated from `gpu_triage/facts.py` by `gpu-triage facts docs`.",
+        "Generated from `gpu_triage/model/facts.py` by `gpu-triage facts docs`.",
         "",
     ]
     for k in kinds().values():

@@ -1,7 +1,7 @@
 """The typed facts that rules reason over.
 
 Every field carries a unit and a one-line meaning (``Field(description=...,
-json_schema_extra={"unit": ...})``); :func:`gpu_triage.catalog.fact_catalog` turns
+json_schema_extra={"unit": ...})``); :func:`gpu_triage.model.catalog.fact_catalog` turns
 them into the fact catalogue that lint, explain and docs use.
 
 A value that could not be collected is ``None`` and, where the collector knows

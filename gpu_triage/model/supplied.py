@@ -1,0 +1,67 @@
+"""Facts only people know, read from files: site inventory (``--site``), job metrics
+(``--job``) and answers to the rulebook's questions (``--answers``). YAML or JSON."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, TypeVar
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from gpu_triage.model.facts import JobMetrics, SiteInventory
+
+M = TypeVar("M", bound=BaseModel)
+Answers = dict[str, bool | int | float | str]
+
+
+def _read_mapping(path: Path) -> dict[str, Any]:
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        raise ValueError(f"{path}: cannot read: {exc}") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"{path}: expected a mapping of names to values")
+    return data
+
+
+def _read_model(path: Path, model: type[M]) -> M:
+    data = _read_mapping(path)
+    try:
+        return model.model_validate({**data, "source": str(path)})
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        raise ValueError(f"{path}: {'.'.join(map(str, err['loc']))}: {err['msg']}") from None
+
+
+def read_site(path: Path) -> SiteInventory:
+    """A site inventory file; ValueError names the file (and the field) on bad input."""
+    return _read_model(path, SiteInventory)
+
+
+def read_job(path: Path) -> JobMetrics:
+    """A job metrics file; ValueError names the file (and the field) on bad input."""
+    return _read_model(path, JobMetrics)
+
+
+def read_answers(path: Path) -> Answers:
+    """Answers by question id; each a yes/no, a number or text."""
+    data = _read_mapping(path)
+    bad = [k for k, v in data.items() if not isinstance(v, bool | int | float | str)]
+    if bad:
+        raise ValueError(f"{path}: answer '{bad[0]}' must be yes/no, a number or text")
+    return data
+
+
+def read_supplied(
+    site: Path | None = None, job: Path | None = None, answers: Path | None = None
+) -> dict[str, Any]:
+    """The supplied facts by Facts attribute (site, job, answers), for the files given."""
+    out: dict[str, Any] = {}
+    if site is not None:
+        out["site"] = read_site(site)
+    if job is not None:
+        out["job"] = read_job(job)
+    if answers is not None:
+        out["answers"] = read_answers(answers)
+    return out
