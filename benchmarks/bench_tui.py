@@ -75,7 +75,7 @@ def first_paint(engine: str, repeat: int) -> list[float]:
 
 def reevaluate(engine: str, repeat: int) -> tuple[list[float], list[float]]:
     from gpu_triage.engine.compiler import load_rulebook
-    from gpu_triage.engine.runner import CommandResult
+    from gpu_triage.io.commands import CommandResult
     from gpu_triage.model.demos import demo_snapshot_path
     from gpu_triage.model.snapshot import load_snapshot
     from gpu_triage.tui.app import TriageApp
@@ -103,7 +103,7 @@ def reevaluate(engine: str, repeat: int) -> tuple[list[float], list[float]]:
             assert doc is not None
             f = next(f for f in doc.findings if f.runbook and f.runbook[0].parser == "nvidia-smi-q")
             for _ in range(repeat):
-                result = CommandResult(["nvidia-smi", "-q"], 0, text, 0.1)
+                result = CommandResult(["nvidia-smi", "-q"], 0, text, duration_s=0.1)
                 t0 = time.perf_counter()
                 session.apply_output(f, 0, result)
                 session.evaluate("bench")

@@ -164,8 +164,9 @@ def runner_for(target: str) -> tuple[Callable[[bytes], object], tuple[type[BaseE
     if target == "expression":
         from gpu_triage.engine.compiler import CompileError, compile_rule
         from gpu_triage.engine.expr import ExprError
-        from gpu_triage.engine.loader import LoadedRule, Located
+        from gpu_triage.engine.loader import LoadedRule
         from gpu_triage.engine.model import Rule
+        from gpu_triage.io.yamlio import Located
 
         template = dict(
             id="fuzz",

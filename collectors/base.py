@@ -1,4 +1,4 @@
-"""What every collector shares: the protocol, the context it runs in, and command running.
+"""What every collector shares: the protocol and the context it runs in.
 
 A collector reads one source (NVML, the kernel log, /proc and /sys, kubectl ...)
 and fills part of a :class:`~gpu_triage.model.facts.Facts`. It never raises past the
@@ -8,90 +8,19 @@ recorded as a failure of that collector alone.
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
+from gpu_triage.io.commands import CommandResult, run_command
 from gpu_triage.model.facts import Facts
 from gpu_triage.model.snapshot import RawOutput
 
-# Commands run with a minimal, predictable environment: a fixed PATH and the C locale
-# so outputs parse the same everywhere.
-SAFE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 MAX_RAW_CHARS = 2_000_000
-
-
-def minimal_env() -> dict[str, str]:
-    env = {"PATH": SAFE_PATH, "LC_ALL": "C", "LANG": "C"}
-    for keep in ("KUBECONFIG", "HOME"):
-        if keep in os.environ:
-            env[keep] = os.environ[keep]
-    return env
 
 
 class CollectorUnavailable(Exception):
     """The source this collector reads does not exist here (no driver, no kubectl ...)."""
-
-
-@dataclass
-class CommandResult:
-    argv: list[str]
-    returncode: int | None
-    stdout: str
-    stderr: str
-    duration_s: float
-    timed_out: bool = False
-    missing: bool = False  # the executable was not found
-    denied: bool = False  # the executable could not be run (permission)
-
-    @property
-    def ok(self) -> bool:
-        return self.returncode == 0 and not self.timed_out
-
-
-def run_command(argv: list[str], timeout_s: float, *, stdin: str | None = None) -> CommandResult:
-    """Run ``argv`` (never through a shell) with a timeout; kill its process group on expiry."""
-    start = time.monotonic()
-    try:
-        proc = subprocess.Popen(
-            argv,
-            stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            env=minimal_env(),
-            start_new_session=True,  # its own process group, so a timeout kills children too
-        )
-    except FileNotFoundError:
-        return CommandResult(argv, None, "", f"{argv[0]}: command not found", 0.0, missing=True)
-    except PermissionError as exc:
-        return CommandResult(argv, None, "", f"{argv[0]}: {exc}", 0.0, denied=True)
-    try:
-        out, err = proc.communicate(stdin.encode() if stdin is not None else None, timeout_s)
-        timed_out = False
-    except subprocess.TimeoutExpired:
-        kill_group(proc)
-        out, err = proc.communicate()
-        timed_out = True
-    return CommandResult(
-        argv,
-        proc.returncode,
-        out.decode("utf-8", errors="replace"),
-        err.decode("utf-8", errors="replace"),
-        time.monotonic() - start,
-        timed_out=timed_out,
-    )
-
-
-def kill_group(proc: subprocess.Popen[bytes]) -> None:
-    """SIGKILL the process group a command started in (it and anything it spawned)."""
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        proc.kill()
 
 
 @dataclass

@@ -13,8 +13,9 @@ import re
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from gpu_triage.collectors.base import CollectContext, CollectorUnavailable, CommandResult
+from gpu_triage.collectors.base import CollectContext, CollectorUnavailable
 from gpu_triage.collectors.parsers.kernel_log import KernelLog, parse_kernel_log
+from gpu_triage.io.commands import CommandResult
 from gpu_triage.model.facts import Facts, KernelEvent
 
 # Words in a tool's error output that mean "you may not read this", not "absent".

@@ -13,7 +13,8 @@ import re
 import socket
 from typing import Any
 
-from gpu_triage.collectors.base import CollectContext, CollectorUnavailable, CommandResult
+from gpu_triage.collectors.base import CollectContext, CollectorUnavailable
+from gpu_triage.io.commands import CommandResult
 from gpu_triage.model.facts import Facts, SchedulerFacts, UnavailableReason
 
 GPU_RESOURCE = "nvidia.com/gpu"

@@ -14,9 +14,8 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
-import yaml
-
 from gpu_triage.engine.compiler import Rulebook
+from gpu_triage.io.yamlio import load_one
 
 KNOWLEDGE_MAP = "knowledge_map.yaml"
 
@@ -47,7 +46,7 @@ class KnowledgeMap:
 @cache
 def load_knowledge_map() -> KnowledgeMap:
     text = (resources.files("gpu_triage") / "data" / KNOWLEDGE_MAP).read_text(encoding="utf-8")
-    data: dict[str, Any] = yaml.safe_load(text) or {}
+    data: dict[str, Any] = load_one(text, KNOWLEDGE_MAP) or {}
     items = tuple(
         KnowledgeItem(
             id=str(d["id"]),

@@ -15,14 +15,13 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import ValidationError
 
 from gpu_triage.engine.model import Overlay, Rule, XidCatalog
+from gpu_triage.io.yamlio import MAX_NODES_PER_DOC, Located, YamlError, documents
 
 MAX_FILE_BYTES = 1_000_000
 MAX_DOCS_PER_FILE = 500
-MAX_NODES_PER_DOC = 20_000
 BUILTIN = "builtin"
 
 
@@ -42,22 +41,6 @@ class RulebookError(Exception):
     def __init__(self, diagnostics: list[Diagnostic]) -> None:
         self.diagnostics = diagnostics
         super().__init__("\n".join(str(d) for d in diagnostics))
-
-
-@dataclass
-class Located:
-    """A loaded document and where each of its keys sits in the file."""
-
-    file: str
-    line: int
-    positions: dict[tuple[Any, ...], tuple[int, int]] = field(default_factory=dict)
-
-    def where(self, loc: tuple[Any, ...]) -> tuple[int, int]:
-        # The deepest known prefix of a pydantic error location.
-        for n in range(len(loc), -1, -1):
-            if loc[:n] in self.positions:
-                return self.positions[loc[:n]]
-        return (self.line, 1)
 
 
 @dataclass
@@ -91,126 +74,28 @@ class RawRulebook:
     sources: list[str] = field(default_factory=list)
 
 
-# The C parser when PyYAML has it (about ten times faster on the packaged rulebook).
-_Loader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-
-
-MAX_DEPTH = 64
-
-
-def _check_depth(text: str) -> None:
-    """Refuse nesting deeper than any rule needs before composing: libyaml's composer
-    recurses in C, and ``[[[[...`` a few thousand deep overflows the stack (a segfault,
-    found by fuzzing). Events are produced iteratively, so this check cannot recurse."""
-    depth = 0
-    for event in yaml.parse(text, Loader=_Loader):
-        if isinstance(event, yaml.CollectionStartEvent):
-            depth += 1
-            if depth > MAX_DEPTH:
-                raise yaml.MarkedYAMLError(
-                    None, None, f"nested deeper than {MAX_DEPTH} levels", event.start_mark
-                )
-        elif isinstance(event, yaml.CollectionEndEvent):
-            depth -= 1
-
-
-class AliasError(ValueError):
-    def __init__(self, line: int, col: int) -> None:
-        self.line, self.col = line, col
-        super().__init__("anchors and aliases are not allowed in rule files (this value is reused)")
-
-
-def _positions(
-    node: yaml.Node,
-    path: tuple[Any, ...],
-    out: dict[tuple[Any, ...], tuple[int, int]],
-    budget: list[int],
-    seen: set[int],
-) -> None:
-    """Record where every key sits; refuse aliases (a node reached twice is an alias: that
-    is how YAML bombs multiply) and bound the size of a document."""
-    if id(node) in seen:
-        raise AliasError(node.start_mark.line + 1, node.start_mark.column + 1)
-    seen.add(id(node))
-    budget[0] -= 1
-    if budget[0] < 0:
-        raise ValueError(f"document has more than {MAX_NODES_PER_DOC} YAML nodes")
-    out[path] = (node.start_mark.line + 1, node.start_mark.column + 1)
-    if isinstance(node, yaml.MappingNode):
-        for k, v in node.value:
-            key = k.value if isinstance(k, yaml.ScalarNode) else str(k.start_mark)
-            out[(*path, key)] = (k.start_mark.line + 1, k.start_mark.column + 1)
-            _positions(v, (*path, key), out, budget, seen)
-            # pydantic reports the value's location; keep the key's position for it too,
-            # except for block scalars where the value position is more useful.
-            out[(*path, key)] = (
-                (v.start_mark.line + 1, v.start_mark.column + 1)
-                if isinstance(v, yaml.ScalarNode)
-                else (k.start_mark.line + 1, k.start_mark.column + 1)
-            )
-    elif isinstance(node, yaml.SequenceNode):
-        for i, v in enumerate(node.value):
-            _positions(v, (*path, i), out, budget, seen)
-
-
 def load_text(text: str, file: str, rulebook: str, out: RawRulebook, order_start: int = 0) -> None:
     """Parse one file's text into rules and overlays, appending to ``out``."""
     out.sources.append(file)
     order = order_start
-    loader = None
     try:
-        _check_depth(text)
-        loader = _Loader(text)
-        ndocs = 0
-        while loader.check_node():
-            ndocs += 1
-            if ndocs > MAX_DOCS_PER_FILE:
+        for doc in documents(text, file, max_docs=MAX_DOCS_PER_FILE, max_nodes=MAX_NODES_PER_DOC):
+            if doc.problem is not None:
                 out.diagnostics.append(
-                    Diagnostic(file, 1, 1, f"more than {MAX_DOCS_PER_FILE} documents in one file")
+                    Diagnostic(file, doc.problem.line, doc.problem.col, doc.problem.message)
                 )
-                return
-            node = loader.get_node()
-            if node is None:
                 continue
-            loc = Located(file, node.start_mark.line + 1)
-            try:
-                _positions(node, (), loc.positions, [MAX_NODES_PER_DOC], set())
-            except AliasError as exc:
-                out.diagnostics.append(Diagnostic(file, exc.line, exc.col, str(exc)))
-                continue
-            except ValueError as exc:
-                out.diagnostics.append(Diagnostic(file, loc.line, 1, str(exc)))
-                continue
-            data = loader.construct_document(node)
-            if data is None:
-                continue
-            if not isinstance(data, dict):
+            if not isinstance(doc.data, dict):
                 out.diagnostics.append(
                     Diagnostic(
-                        file, loc.line, 1, "a document must be a mapping (a rule or an overlay)"
+                        file, doc.loc.line, 1, "a document must be a mapping (a rule or an overlay)"
                     )
                 )
                 continue
-            _add_document(data, loc, rulebook, out, order)
+            _add_document(doc.data, doc.loc, rulebook, out, order)
             order += 1
-    except yaml.reader.ReaderError as exc:  # a character YAML does not allow
-        line = text.count("\n", 0, exc.position) + 1
-        col = exc.position - (text.rfind("\n", 0, exc.position) + 1) + 1
-        out.diagnostics.append(
-            Diagnostic(file, line, col, f"YAML: {exc.reason} (character {exc.character!r})")
-        )
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        line, col = (mark.line + 1, mark.column + 1) if mark else (1, 1)
-        msg = exc.problem or exc.context or "invalid YAML"
-        out.diagnostics.append(Diagnostic(file, line, col, f"YAML: {msg}"))
-    except yaml.YAMLError as exc:
-        out.diagnostics.append(Diagnostic(file, 1, 1, f"YAML: {exc}"))
-    except RecursionError:
-        out.diagnostics.append(Diagnostic(file, 1, 1, "YAML nested too deeply"))
-    finally:
-        if loader is not None:
-            loader.dispose()
+    except YamlError as exc:
+        out.diagnostics.append(Diagnostic(file, exc.line, exc.col, exc.message))
 
 
 def _add_document(

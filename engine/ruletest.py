@@ -113,7 +113,8 @@ def run_case(
         from dataclasses import replace
 
         from gpu_triage.engine.compiler import compile_rule
-        from gpu_triage.engine.loader import LoadedRule, Located
+        from gpu_triage.engine.loader import LoadedRule
+        from gpu_triage.io.yamlio import Located
 
         params = {**rule.params, **case.params}
         target = compile_rule(

@@ -256,7 +256,7 @@ def _emit(text: str, out: Path | None) -> None:
     if out is None:
         sys.stdout.write(text)
         return
-    from gpu_triage.output import write_atomic
+    from gpu_triage.io.files import write_atomic
 
     write_atomic(out, text)
 
@@ -281,7 +281,7 @@ def _load_snapshot(path: Path) -> Any:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from gpu_triage.output import is_special
+    from gpu_triage.io.files import is_special
 
     early = _start_collecting(args)  # the window runs while the rulebook loads
 
@@ -615,7 +615,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         code, message = integ.npd_verdict(doc, args.severity, error=error)
         print(message)
         return code
-    from gpu_triage.collectors.base import run_command
+    from gpu_triage.io.commands import run_command
 
     def run(argv: list[str]) -> tuple[int, str]:
         res = run_command([args.scontrol, *argv[1:]], 30.0)

@@ -20,9 +20,9 @@ from typing import Any
 from gpu_triage.engine.compiler import Rulebook
 from gpu_triage.engine.evaluate import evaluate
 from gpu_triage.engine.findings import Cleared, FindingsDocument
+from gpu_triage.io.files import append_line, locked, write_atomic
 from gpu_triage.model.facts import Facts
 from gpu_triage.model.snapshot import Snapshot
-from gpu_triage.output import append_line, locked, write_atomic
 
 FORMATS = ("json", "jsonl", "markdown", "prometheus")
 

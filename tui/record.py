@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from gpu_triage.output import append_line, write_atomic
+from gpu_triage.io.files import append_line, write_atomic
 
 RECORD_VERSION = 1
 MAX_OUTPUT_IN_RECORD = 200_000  # characters of one command's output kept in the record

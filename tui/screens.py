@@ -16,7 +16,7 @@ from textual.widgets import DataTable, Footer, Input, Log, OptionList, Static
 from textual.widgets.option_list import Option
 
 from gpu_triage.engine.findings import Finding
-from gpu_triage.engine.runner import CommandResult, run_streaming
+from gpu_triage.io.commands import CommandResult, run_streaming
 from gpu_triage.tui import render
 from gpu_triage.tui.modals import ConfirmRunModal, SecondConfirmModal
 from gpu_triage.tui.session import MARKS, step_key

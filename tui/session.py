@@ -17,7 +17,7 @@ from gpu_triage.engine.findings import Finding, FindingsDocument
 from gpu_triage.engine.inputs import EvalInput, bindings, subject_key
 from gpu_triage.engine.model import Question, QuestionType
 from gpu_triage.engine.reference import Conclusions, Evaluator
-from gpu_triage.engine.runner import CommandResult
+from gpu_triage.io.commands import CommandResult
 from gpu_triage.model.snapshot import Snapshot
 from gpu_triage.tui.record import IncidentRecord
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, TypeVar
 
-import yaml
 from pydantic import BaseModel, ValidationError
 
+from gpu_triage.io.yamlio import YamlError, load_one
 from gpu_triage.model.facts import JobMetrics, SiteInventory
 
 M = TypeVar("M", bound=BaseModel)
@@ -17,9 +17,11 @@ Answers = dict[str, bool | int | float | str]
 
 def _read_mapping(path: Path) -> dict[str, Any]:
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        data = load_one(path.read_text(encoding="utf-8"), str(path))
+    except (OSError, UnicodeDecodeError) as exc:
         raise ValueError(f"{path}: cannot read: {exc}") from None
+    except YamlError as exc:
+        raise ValueError(f"{path}:{exc.line}:{exc.col}: cannot read: {exc.message}") from None
     if not isinstance(data, dict):
         raise ValueError(f"{path}: expected a mapping of names to values")
     return data

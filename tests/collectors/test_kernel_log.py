@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gpu_triage.collectors import base
-from gpu_triage.collectors.base import CollectContext, CollectorUnavailable, CommandResult
+from gpu_triage.collectors.base import CollectContext, CollectorUnavailable
 from gpu_triage.collectors.kernel_log import KernelLogCollector
 from gpu_triage.collectors.parsers.kernel_log import (
     KernelLog,
@@ -23,6 +23,7 @@ from gpu_triage.collectors.parsers.kernel_log import (
     parse_iso,
     parse_kernel_log,
 )
+from gpu_triage.io.commands import CommandResult
 from gpu_triage.model.facts import Facts, KernelEvent
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "real-outputs"

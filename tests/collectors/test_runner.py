@@ -6,8 +6,9 @@ import threading
 import time
 from pathlib import Path
 
-from gpu_triage.collectors.base import CollectContext, CollectorUnavailable, run_command
+from gpu_triage.collectors.base import CollectContext, CollectorUnavailable
 from gpu_triage.collectors.runner import collect_snapshot, default_collectors, tie_to_gpus
+from gpu_triage.io.commands import run_command
 from gpu_triage.model.facts import (
     AerEvent,
     Facts,

@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from gpu_triage.collectors import base
-from gpu_triage.collectors.base import CollectContext, CollectorUnavailable, CommandResult
+from gpu_triage.collectors.base import CollectContext, CollectorUnavailable
 from gpu_triage.collectors.parsers.kubectl import (
     parse_describe_node,
     parse_describe_node_detail,
@@ -28,6 +28,8 @@ from gpu_triage.collectors.scheduler import (
     docker_uses_nvidia,
     parse_gres_gpus,
 )
+from gpu_triage.io import commands
+from gpu_triage.io.commands import CommandResult
 from gpu_triage.model.facts import Facts, UnavailableReason
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "real-outputs"
@@ -241,7 +243,7 @@ def test_kubernetes_missing_kubectl_real_runner(
     root: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # The real run_command, with a PATH where kubectl cannot be found.
-    monkeypatch.setattr(base, "SAFE_PATH", str(root))
+    monkeypatch.setattr(commands, "SAFE_PATH", str(root))
     with pytest.raises(CollectorUnavailable, match="kubectl not found"):
         KubernetesCollector().collect(CollectContext(root=root), Facts())
 

@@ -12,10 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from gpu_triage.collectors.base import CollectContext, CollectorUnavailable, run_command
+from gpu_triage.collectors.base import CollectContext, CollectorUnavailable
 from gpu_triage.collectors.host import HostCollector
 from gpu_triage.collectors.kernel_log import KernelLogCollector
 from gpu_triage.collectors.runner import collect_snapshot
+from gpu_triage.io.commands import run_command
 from gpu_triage.model.facts import Facts
 from gpu_triage.model.snapshot import CollectorState
 from tests.conftest import SNAPSHOTS
@@ -127,7 +128,7 @@ def test_unattended_runs_never_run_runbook_commands(tmp_path: Path) -> None:
         f"rc = main(['run', '--snapshot', {str(SNAPSHOTS / 'healthy-busy.json')!r}, "
         f"'--rules', {str(tmp_path)!r}, '--allow-untrusted-rules', "
         f"'--out', {str(tmp_path / 'out.json')!r}]); "
-        "print(rc, 'gpu_triage.engine.runner' in sys.modules)"
+        "print(rc, 'gpu_triage.io.commands' in sys.modules)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["2", "False"]

@@ -10,7 +10,7 @@ import pytest
 
 from gpu_triage.engine.compiler import load_rulebook
 from gpu_triage.engine.findings import Status
-from gpu_triage.engine.runner import group_alive
+from gpu_triage.io.commands import group_alive
 from gpu_triage.model.facts import UnavailableReason
 from gpu_triage.model.snapshot import CollectorState, Snapshot
 from gpu_triage.tui.app import TriageApp

@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from gpu_triage.engine.runner import CommandResult
+from gpu_triage.io.commands import CommandResult
 from gpu_triage.tui.record import IncidentRecord, default_path, read_entries, to_markdown
 
 
@@ -38,7 +38,7 @@ def test_entries_are_appended_at_once_and_private(tmp_path: Path) -> None:
         subject="GPU 0",
         step=0,
         title="t",
-        result=CommandResult(["nvidia-smi", "-q"], 0, "out ```text", 0.2),
+        result=CommandResult(["nvidia-smi", "-q"], 0, "out ```text", duration_s=0.2),
         outcome="confirmed",
     )
     with path.open("a") as fh:
@@ -56,7 +56,7 @@ def test_export_markdown_and_json(tmp_path: Path) -> None:
         subject="GPU 3",
         step=0,
         title="Read the log",
-        result=CommandResult(["journalctl", "-k"], 1, "NVRM: Xid 79\n```", 1.0),
+        result=CommandResult(["journalctl", "-k"], 1, "NVRM: Xid 79\n```", duration_s=1.0),
         outcome="failed",
     )
     rec.mark(rule_id="xid-79", subject="GPU 3", step=0, title="Read the log", mark="done")
@@ -71,7 +71,7 @@ def test_export_markdown_and_json(tmp_path: Path) -> None:
 
 def test_record_and_runner_do_not_import_textual() -> None:
     code = (
-        "import gpu_triage.tui.record, gpu_triage.tui.session, gpu_triage.engine.runner, sys;"
+        "import gpu_triage.tui.record, gpu_triage.tui.session, gpu_triage.io.commands, sys;"
         "print([m for m in sys.modules if m.split('.')[0] == 'textual'])"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

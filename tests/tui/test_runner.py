@@ -1,4 +1,4 @@
-"""engine/runner.py on real subprocesses: streaming, timeout, cancel, missing, exit codes."""
+"""io/commands.py run_streaming on real subprocesses: timeout, cancel, missing, exit codes."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import os
 import sys
 import time
 
-from gpu_triage.engine.runner import group_alive, run_streaming
+from gpu_triage.io.commands import group_alive, run_streaming
 
 PY = sys.executable
 

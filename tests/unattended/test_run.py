@@ -163,7 +163,7 @@ def test_sigkill_while_writing_keeps_the_previous_output(tmp_path: Path) -> None
     old = json.dumps({"generation": "old", "pad": "x" * 1000})
     out.write_text(old)
     writer = (
-        "import sys; from gpu_triage.output import write_atomic; "
+        "import sys; from gpu_triage.io.files import write_atomic; "
         "pad = 'y' * 60_000_000; "
         'write_atomic(sys.argv[1], \'{"generation": "new", "pad": "\' + pad + \'"}\')'
     )

@@ -1,11 +1,12 @@
-"""Running one runbook command with its output streamed line by line (asyncio, no Textual).
+"""Running commands: the one place that starts subprocesses, and the one result class.
 
-The TUI runs a step through :func:`run_streaming`; so can any other front end. The
-command is an argument list, never a shell line. It runs in its own session (process
-group) with a minimal environment; stdout and stderr are merged in arrival order. A
-timeout, a cancel event or the cancellation of the awaiting task ends it: the whole
-process group gets SIGTERM, then SIGKILL after a grace period, so nothing it started
-outlives it.
+Commands are argument lists, never shell lines. Each runs in its own session (process
+group) with a minimal environment (a fixed PATH and the C locale, so outputs parse the
+same everywhere). :func:`run_command` waits for the command (collectors, integrations);
+:func:`run_streaming` (asyncio) hands its merged stdout and stderr over line by line as
+they arrive (runbook steps in the TUI). A timeout, a cancel event or the cancellation
+of the awaiting task ends a streaming command: the whole process group gets SIGTERM,
+then SIGKILL after a grace period, so nothing it started outlives it.
 """
 
 from __future__ import annotations
@@ -14,13 +15,15 @@ import asyncio
 import contextlib
 import os
 import signal
+import subprocess
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpu_triage.collectors.base import minimal_env
-
+# Commands run with a minimal, predictable environment: a fixed PATH and the C locale
+# so outputs parse the same everywhere.
+SAFE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 MAX_LINE_CHARS = 4096  # longer lines are cut (a binary blob is not worth showing)
 MAX_OUTPUT_CHARS = 2_000_000  # what is kept for parsing and the record
 GRACE_S = 2.0  # between SIGTERM and SIGKILL
@@ -28,24 +31,40 @@ READ_CHUNK = 65536
 TRUNCATED_MARK = " …[line truncated]"
 
 
+def minimal_env() -> dict[str, str]:
+    env = {"PATH": SAFE_PATH, "LC_ALL": "C", "LANG": "C"}
+    for keep in ("KUBECONFIG", "HOME"):
+        if keep in os.environ:
+            env[keep] = os.environ[keep]
+    return env
+
+
 @dataclass
 class CommandResult:
+    """What running a command gave. A streaming run merges stderr into ``stdout``."""
+
     argv: list[str]
     returncode: int | None = None
-    output: str = ""
+    stdout: str = ""
+    stderr: str = ""
     duration_s: float = 0.0
     timed_out: bool = False
     cancelled: bool = False
-    missing: bool = False  # the executable does not exist
-    denied: bool = False  # it exists but cannot be run
+    missing: bool = False  # the executable was not found
+    denied: bool = False  # the executable could not be run (permission)
     error: str = ""
-    truncated: bool = False  # output beyond MAX_OUTPUT_CHARS was dropped
-    lines: int = 0
+    truncated: bool = False  # output beyond MAX_OUTPUT_CHARS was dropped (streaming)
+    lines: int = 0  # lines seen (streaming)
     pgid: int | None = field(default=None, repr=False)
 
     @property
     def ok(self) -> bool:
         return self.returncode == 0 and not (self.timed_out or self.cancelled)
+
+    @property
+    def output(self) -> str:
+        """Everything it printed: stdout, then stderr (merged in arrival order when streamed)."""
+        return self.stdout + self.stderr
 
     @property
     def status(self) -> str:
@@ -63,6 +82,47 @@ class CommandResult:
         if self.returncode < 0:
             return f"killed by signal {-self.returncode}"
         return "ok" if self.returncode == 0 else f"exit {self.returncode}"
+
+
+def run_command(argv: list[str], timeout_s: float, *, stdin: str | None = None) -> CommandResult:
+    """Run ``argv`` (never through a shell) with a timeout; kill its process group on expiry."""
+    start = time.monotonic()
+    try:
+        proc = subprocess.Popen(
+            argv,
+            stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=minimal_env(),
+            start_new_session=True,  # its own process group, so a timeout kills children too
+        )
+    except FileNotFoundError:
+        return CommandResult(argv, None, "", f"{argv[0]}: command not found", 0.0, missing=True)
+    except PermissionError as exc:
+        return CommandResult(argv, None, "", f"{argv[0]}: {exc}", 0.0, denied=True)
+    try:
+        out, err = proc.communicate(stdin.encode() if stdin is not None else None, timeout_s)
+        timed_out = False
+    except subprocess.TimeoutExpired:
+        kill_group(proc)
+        out, err = proc.communicate()
+        timed_out = True
+    return CommandResult(
+        argv,
+        proc.returncode,
+        out.decode("utf-8", errors="replace"),
+        err.decode("utf-8", errors="replace"),
+        time.monotonic() - start,
+        timed_out=timed_out,
+    )
+
+
+def kill_group(proc: subprocess.Popen[bytes]) -> None:
+    """SIGKILL the process group a command started in (it and anything it spawned)."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        proc.kill()
 
 
 class _Lines:
@@ -191,7 +251,7 @@ async def run_streaming(
         lines.close()
         result.duration_s = time.monotonic() - start
     result.returncode = proc.returncode
-    result.output = "\n".join(lines.kept)
+    result.stdout = "\n".join(lines.kept)
     result.truncated = lines.truncated
     result.lines = lines.count
     return result
