@@ -19,9 +19,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from gpu_triage.engine.backend import Backend, ReferenceBackend  # noqa: E402
 from gpu_triage.engine.compiler import load_rulebook  # noqa: E402
 from gpu_triage.engine.durable_backend import shared_backend  # noqa: E402
-from gpu_triage.engine.evaluate import Backend, ReferenceBackend, decide  # noqa: E402
+from gpu_triage.engine.evaluate import decide  # noqa: E402
 from gpu_triage.engine.inputs import EvalInput  # noqa: E402
 from gpu_triage.model.facts import XidEvent  # noqa: E402
 from gpu_triage.model.snapshot import load_snapshot  # noqa: E402

@@ -34,8 +34,8 @@ import threading
 from typing import Any
 
 from gpu_triage.engine import expr as E
+from gpu_triage.engine.backend import BackendFailure, ReferenceBackend, Verdicts
 from gpu_triage.engine.compiler import CompiledRule, Rulebook
-from gpu_triage.engine.evaluate import BackendFailure, Verdicts
 from gpu_triage.engine.inputs import Binding, EvalInput, plain
 from gpu_triage.engine.reference import Conclusions, Evaluator
 from gpu_triage.model.catalog import kinds
@@ -387,8 +387,6 @@ class DurableBackend:
         for key in strict:
             out[key] = True
         if large:
-            from gpu_triage.engine.evaluate import ReferenceBackend
-
             out.update(ReferenceBackend().run_stratum(inp, large, binds, concl))
         return out
 

@@ -12,10 +12,13 @@ import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 from gpu_triage.engine import expr as E
+from gpu_triage.engine.backend import Backend, BackendFailure, ReferenceBackend
 from gpu_triage.engine.compiler import CompiledRule, Rulebook
+from gpu_triage.engine.durable_backend import shared_backend
+from gpu_triage.engine.enrich import enrich
 from gpu_triage.engine.findings import (
     EngineInfo,
     EvidenceItem,
@@ -31,44 +34,6 @@ from gpu_triage.engine.inputs import Binding, EvalInput, bindings, subject_key, 
 from gpu_triage.engine.reference import Clause, Conclusions, Evaluator, Missing, Val
 from gpu_triage.model.catalog import kinds
 from gpu_triage.model.snapshot import Snapshot
-
-# (rule id, binding index) -> True (fires) or None (unknown); false is absent.
-Verdicts = dict[tuple[str, int], bool | None]
-
-
-class Backend(Protocol):
-    name: str
-
-    def run_stratum(
-        self,
-        inp: EvalInput,
-        rules: list[CompiledRule],
-        binds: dict[str, list[Binding]],
-        concl: Conclusions,
-    ) -> Verdicts: ...
-
-
-class BackendFailure(Exception):
-    """The backend could not produce verdicts (crashed, timed out, not installed)."""
-
-
-class ReferenceBackend:
-    name = "reference"
-
-    def run_stratum(
-        self,
-        inp: EvalInput,
-        rules: list[CompiledRule],
-        binds: dict[str, list[Binding]],
-        concl: Conclusions,
-    ) -> Verdicts:
-        out: Verdicts = {}
-        for rule in rules:
-            for i, b in enumerate(binds[rule.id]):
-                v = Evaluator(inp, b, concl).eval(rule.expr)
-                if v.value is not False:
-                    out[(rule.id, i)] = True if v.value else None
-        return out
 
 
 @dataclass
@@ -117,8 +82,6 @@ def evaluate(
 
     A failure of the durable backend never loses the evaluation: the reference
     evaluator takes over and the document says so."""
-    from gpu_triage.engine.enrich import enrich
-
     collectors = []
     if isinstance(inp, Snapshot):
         collectors = inp.collectors
@@ -129,12 +92,7 @@ def evaluate(
     backend: Backend = ReferenceBackend()
     if engine in ("auto", "durable"):
         try:
-            if backend_factory is not None:
-                backend = backend_factory(book)
-            else:
-                from gpu_triage.engine.durable_backend import shared_backend
-
-                backend = shared_backend(book)
+            backend = (backend_factory or shared_backend)(book)
         except BackendFailure as exc:
             fallback = str(exc)
     try:

@@ -6,8 +6,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpu_triage.engine import expr as E
+from gpu_triage.engine.backend import ReferenceBackend
 from gpu_triage.engine.compiler import CompiledRule, Rulebook
-from gpu_triage.engine.evaluate import ReferenceBackend, decide
+from gpu_triage.engine.enrich import enrich
+from gpu_triage.engine.evaluate import decide
 from gpu_triage.engine.inputs import EvalInput, bindings, subject_label
 from gpu_triage.engine.reference import Clause, Conclusions, Evaluator
 
@@ -31,8 +33,6 @@ class Explanation:
 
 
 def explain(inp: EvalInput, book: Rulebook, rule_id: str) -> Explanation:
-    from gpu_triage.engine.enrich import enrich
-
     inp = enrich(inp, book)
     rule = book.by_id(rule_id)
     if rule is None:

@@ -3,33 +3,33 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Collection
 from pathlib import Path
 
 from gpu_triage.engine.compiler import compile_rulebook
+from gpu_triage.engine.coverage import load_knowledge_map
 from gpu_triage.engine.loader import Diagnostic, load_paths
 
 _REFERENCE = re.compile(r"^((guide|fleet|xid)/[A-Za-z0-9_-]+|https?://\S+)$")
 
 
-def known_parsers() -> set[str]:
-    from gpu_triage.collectors.parsers.registry import PARSERS
-
-    return set(PARSERS)
-
-
 def knowledge_map_ids() -> set[str]:
-    from gpu_triage.engine.coverage import load_knowledge_map
-
     return load_knowledge_map().ids
 
 
 def lint(
-    paths: list[Path], *, include_builtin: bool = False, allow_untrusted: bool = True
+    known_parsers: Collection[str],
+    paths: list[Path],
+    *,
+    include_builtin: bool = False,
+    allow_untrusted: bool = True,
 ) -> list[Diagnostic]:
+    """Lint rule files. ``known_parsers``: the runbook parser names that exist (the caller
+    knows them: the engine does not import the collectors)."""
     raw = load_paths(paths, include_builtin=include_builtin, allow_untrusted=allow_untrusted)
     book, diags = compile_rulebook(raw)
     out = list(raw.diagnostics) + diags
-    parsers = known_parsers()
+    parsers = set(known_parsers)
     known_ids = knowledge_map_ids()
     compiled = {r.id for r in book.rules}
     for lr in raw.rules:

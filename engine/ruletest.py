@@ -7,9 +7,10 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from gpu_triage.engine.backend import Backend
 from gpu_triage.engine.compiler import CompiledRule, Rulebook
 from gpu_triage.engine.enrich import enrich
-from gpu_triage.engine.evaluate import Backend, Decision, decide, make_finding
+from gpu_triage.engine.evaluate import Decision, decide, make_finding
 from gpu_triage.engine.findings import Finding, Status
 from gpu_triage.engine.inputs import EvalInput, bindings
 from gpu_triage.engine.model import RuleTest

@@ -474,10 +474,11 @@ def _rule_paths(paths: list[Path]) -> tuple[list[Path], bool]:
 def cmd_rules(args: argparse.Namespace, ap: argparse.ArgumentParser) -> int:
     sub = args.rules_command
     if sub == "lint":
+        from gpu_triage.collectors.parsers.registry import PARSERS
         from gpu_triage.engine.lint import lint
 
         paths, builtin = _rule_paths(args.paths)
-        diags = lint(paths, include_builtin=builtin)
+        diags = lint(PARSERS, paths, include_builtin=builtin)
         for d in diags:
             print(d)
         errors = sum(d.level == "error" for d in diags)
@@ -513,8 +514,8 @@ def cmd_rules(args: argparse.Namespace, ap: argparse.ArgumentParser) -> int:
 
 
 def _rules_test(args: argparse.Namespace) -> int:
+    from gpu_triage.engine.backend import Backend, BackendFailure, ReferenceBackend
     from gpu_triage.engine.compiler import load_rulebook
-    from gpu_triage.engine.evaluate import Backend, BackendFailure, ReferenceBackend
     from gpu_triage.engine.loader import RulebookError
     from gpu_triage.engine.ruletest import run_rule_tests
 

@@ -307,8 +307,8 @@ def _warm_up_engine(book: Any) -> None:
     import threading
 
     def start() -> None:
+        from gpu_triage.engine.backend import BackendFailure
         from gpu_triage.engine.durable_backend import shared_backend
-        from gpu_triage.engine.evaluate import BackendFailure
 
         with contextlib.suppress(BackendFailure):
             shared_backend(book)

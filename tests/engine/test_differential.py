@@ -12,9 +12,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from gpu_triage.engine.backend import ReferenceBackend
 from gpu_triage.engine.compiler import compile_rulebook
 from gpu_triage.engine.durable_backend import DurableBackend, shared_backend
-from gpu_triage.engine.evaluate import ReferenceBackend, decide
+from gpu_triage.engine.evaluate import decide
 from gpu_triage.engine.inputs import EvalInput
 from gpu_triage.engine.loader import RawRulebook, load_text
 from gpu_triage.engine.ruletest import run_rule_tests

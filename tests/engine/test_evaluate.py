@@ -281,8 +281,8 @@ def test_conclusion_cycle_is_refused(tmp_path: Path) -> None:
 
 
 def test_rule_test_params_apply_on_both_engines(tmp_path: Path) -> None:
+    from gpu_triage.engine.backend import ReferenceBackend
     from gpu_triage.engine.durable_backend import DurableBackend
-    from gpu_triage.engine.evaluate import ReferenceBackend
     from gpu_triage.engine.ruletest import run_rule_tests
 
     good = Path("tests/engine/test_lint.py").read_text().split('GOOD = """\\\n')[1].split('"""')[0]

@@ -5,6 +5,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from gpu_triage.collectors.parsers.registry import PARSERS
 from gpu_triage.engine.lint import lint
 
 GOOD = """\
@@ -37,7 +38,7 @@ def write(tmp_path: Path, name: str, text: str) -> Path:
 
 
 def test_clean_file_has_no_diagnostics(tmp_path: Path) -> None:
-    assert lint([write(tmp_path, "good.yaml", GOOD)]) == []
+    assert lint(PARSERS, [write(tmp_path, "good.yaml", GOOD)]) == []
 
 
 def test_schema_error_bad_expression_and_duplicate_id(tmp_path: Path) -> None:
@@ -50,7 +51,7 @@ def test_schema_error_bad_expression_and_duplicate_id(tmp_path: Path) -> None:
     )
     dup = GOOD  # site-hot-gpu twice
     f = write(tmp_path, "rules.yaml", "\n---\n".join([GOOD, bad_schema, bad_expr, dup]))
-    diags = lint([f])
+    diags = lint(PARSERS, [f])
     lines = [str(d) for d in diags]
     assert len(lines) == 3, lines
     pattern = re.compile(rf"^{re.escape(str(f))}:\d+:\d+: error: ")
@@ -69,7 +70,7 @@ def test_schema_error_bad_expression_and_duplicate_id(tmp_path: Path) -> None:
 
 def test_attribute_walk_rejected_with_position(tmp_path: Path) -> None:
     text = GOOD.replace("gpu.temperature_gpu_c > params.max_c", "gpu.__class__ == 1")
-    diags = lint([write(tmp_path, "walk.yaml", text)])
+    diags = lint(PARSERS, [write(tmp_path, "walk.yaml", text)])
     assert len(diags) == 1
     d = diags[0]
     assert d.line == 9 and d.col == 7 and "'__class__' is not allowed" in d.message
@@ -90,22 +91,22 @@ def test_unknown_fact_param_and_type_errors(tmp_path: Path) -> None:
         text = GOOD.replace("gpu.temperature_gpu_c > params.max_c", expr).replace(
             "site-hot-gpu", f"r{i}x"
         )
-        diags = lint([write(tmp_path, f"c{i}.yaml", text)])
+        diags = lint(PARSERS, [write(tmp_path, f"c{i}.yaml", text)])
         assert any(needle in d.message for d in diags), (expr, [str(d) for d in diags])
 
 
 def test_missing_tests_and_yaml_errors(tmp_path: Path) -> None:
     no_tests = GOOD.split("tests:")[0]
-    diags = lint([write(tmp_path, "nt.yaml", no_tests)])
+    diags = lint(PARSERS, [write(tmp_path, "nt.yaml", no_tests)])
     assert [d.message for d in diags] == ["rule 'site-hot-gpu' has no tests"]
     broken = write(tmp_path, "broken.yaml", "id: x\n  title: [unclosed\n")
-    (d,) = lint([broken])
+    (d,) = lint(PARSERS, [broken])
     assert d.file == str(broken) and d.line >= 1 and "YAML" in d.message
 
 
 def test_yaml_aliases_are_refused(tmp_path: Path) -> None:
     bomb = "a: &a [x, x]\nb: &b [*a, *a]\nc: [*b, *b]\n"
-    (d,) = lint([write(tmp_path, "bomb.yaml", bomb)])
+    (d,) = lint(PARSERS, [write(tmp_path, "bomb.yaml", bomb)])
     assert "not allowed" in d.message and d.line == 1
 
 
@@ -128,6 +129,7 @@ def test_cli_lint_exit_codes(tmp_path: Path) -> None:
 
 
 def test_builtin_rulebook_lints_clean() -> None:
+    from gpu_triage.collectors.parsers.registry import PARSERS
     from gpu_triage.engine.lint import lint as lint_
 
-    assert [str(d) for d in lint_([], include_builtin=True)] == []
+    assert [str(d) for d in lint_(PARSERS, [], include_builtin=True)] == []

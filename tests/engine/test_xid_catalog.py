@@ -81,7 +81,7 @@ def test_site_overlay_changes_severity_and_action(tmp_path: Path) -> None:
 
 
 def test_rule_tests_see_the_catalogue(tmp_path: Path) -> None:
-    from gpu_triage.engine.evaluate import ReferenceBackend
+    from gpu_triage.engine.backend import ReferenceBackend
     from gpu_triage.engine.ruletest import run_rule_tests
 
     results = run_rule_tests(book_with(tmp_path), [ReferenceBackend()])

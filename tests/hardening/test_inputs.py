@@ -62,6 +62,7 @@ def test_hostile_snapshots(text: str, needle: str) -> None:
 
 
 def test_rule_expression_limits(tmp_path: Path) -> None:
+    from gpu_triage.collectors.parsers.registry import PARSERS
     from gpu_triage.engine.lint import lint
 
     deep = "not " * 100 + "gpu.index > 1"
@@ -70,14 +71,15 @@ def test_rule_expression_limits(tmp_path: Path) -> None:
         f"symptom: s\ncause: c\nfix: f\nwhen: '{deep}'\nreferences: [guide/T1]\n"
     )
     (tmp_path / "deep.yaml").write_text(rule)
-    diags = lint([tmp_path / "deep.yaml"])
+    diags = lint(PARSERS, [tmp_path / "deep.yaml"])
     assert [d.message for d in diags] == ["expression nested deeper than 40 levels"]
 
 
 def test_enormous_rule_file_is_refused(tmp_path: Path) -> None:
+    from gpu_triage.collectors.parsers.registry import PARSERS
     from gpu_triage.engine.lint import lint
 
     big = tmp_path / "big.yaml"
     big.write_text("# padding\n" * 200_000)
-    (d,) = lint([tmp_path])
+    (d,) = lint(PARSERS, [tmp_path])
     assert d.file == str(big) and "larger than" in d.message

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from gpu_triage.collectors.parsers.registry import PARSERS
 from gpu_triage.engine.coverage import (
     KnowledgeItem,
     KnowledgeMap,
@@ -100,7 +101,7 @@ tests:
 def test_lint_reports_unknown_knowledge_map_id(tmp_path: Path) -> None:
     f = tmp_path / "r.yaml"
     f.write_text(RULE)
-    diags = lint([f])
+    diags = lint(PARSERS, [f])
     msgs = [(d.line, d.message) for d in diags]
     assert msgs == [(10, "reference 'guide/T99' is not a knowledge-map ID")]
     assert diags[0].level == "error"
@@ -109,8 +110,8 @@ def test_lint_reports_unknown_knowledge_map_id(tmp_path: Path) -> None:
 def test_lint_accepts_known_ids_and_urls(tmp_path: Path) -> None:
     f = tmp_path / "r.yaml"
     f.write_text(RULE.replace("guide/T99", "https://docs.nvidia.com/deploy/xid-errors/"))
-    assert lint([f]) == []
+    assert lint(PARSERS, [f]) == []
 
 
 def test_builtin_rulebook_lints_clean() -> None:
-    assert lint([], include_builtin=True) == []
+    assert lint(PARSERS, [], include_builtin=True) == []
