@@ -18,7 +18,8 @@ sys.path.insert(0, str(ROOT))
 
 from gpu_triage.engine.compiler import load_rulebook  # noqa: E402
 from gpu_triage.model.snapshot import load_snapshot  # noqa: E402
-from gpu_triage.unattended import History, RunSpec, run_loop  # noqa: E402
+from gpu_triage.ops.history import History  # noqa: E402
+from gpu_triage.ops.unattended import RunSpec, run_loop  # noqa: E402
 
 
 def worker_rss_kib() -> int:

@@ -36,17 +36,16 @@ H100_Q = (
 FIRST_PAINT = r"""
 import time, sys
 t0 = time.perf_counter()
-import argparse, asyncio, tempfile
+import asyncio, tempfile
 from pathlib import Path
+from gpu_triage.ops.session import TuiOptions
 from gpu_triage.tui.app import build_app
 from gpu_triage.tui.screens import FindingsScreen
 
 async def main():
     d = Path(tempfile.mkdtemp())
-    args = argparse.Namespace(snapshot=None, demo=True, window=1.0, engine=sys.argv[1],
-                              record=d / "r.jsonl", rules=[], no_builtin=False,
-                              allow_untrusted_rules=False)
-    app = build_app(args)
+    opts = TuiOptions(demo="incident", engine=sys.argv[1], record=d / "r.jsonl")
+    app = build_app(opts)
     async with app.run_test(size=(80, 24)) as pilot:
         while True:
             s = app.screen
@@ -78,9 +77,9 @@ def reevaluate(engine: str, repeat: int) -> tuple[list[float], list[float]]:
     from gpu_triage.io.commands import CommandResult
     from gpu_triage.model.demos import demo_snapshot_path
     from gpu_triage.model.snapshot import load_snapshot
+    from gpu_triage.ops.record import IncidentRecord
+    from gpu_triage.ops.session import TriageSession
     from gpu_triage.tui.app import TriageApp
-    from gpu_triage.tui.record import IncidentRecord
-    from gpu_triage.tui.session import TriageSession
 
     book = load_rulebook()
     text = H100_Q.read_text()

@@ -287,7 +287,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     from gpu_triage.engine.loader import RulebookError
     from gpu_triage.model.snapshot import SnapshotError
-    from gpu_triage.unattended import History, RunSpec, run_loop, run_once
+    from gpu_triage.ops.history import History
+    from gpu_triage.ops.unattended import RunSpec, run_loop, run_once
 
     try:
         book = _load_book(args)
@@ -568,13 +569,25 @@ def _subparser(ap: argparse.ArgumentParser, name: str) -> argparse.ArgumentParse
 
 def cmd_tui(args: argparse.Namespace) -> int:
     # Textual is imported here and only here: the unattended path never loads it.
+    from gpu_triage.ops.session import TuiOptions
     from gpu_triage.tui.app import run_tui
 
-    return run_tui(args)
+    return run_tui(
+        TuiOptions(
+            rules=tuple(args.rules),
+            include_builtin=not args.no_builtin,
+            allow_untrusted_rules=args.allow_untrusted_rules,
+            engine=args.engine,
+            snapshot=args.snapshot,
+            demo=args.demo,
+            window_s=args.window,
+            record=args.record,
+        )
+    )
 
 
 def cmd_fleet(args: argparse.Namespace) -> int:
-    from gpu_triage.engine.fleet import Inventory, analyse, fleet_markdown, read_fleet
+    from gpu_triage.ops.fleet import Inventory, analyse, fleet_markdown, read_fleet
 
     missing = [p for p in args.paths if not p.exists()]
     if missing:
@@ -591,8 +604,8 @@ def _check_findings(args: argparse.Namespace) -> tuple[Any, str]:
     """The findings a check acts on: a recent findings file, a snapshot, or a live run."""
     from gpu_triage.engine.evaluate import evaluate
     from gpu_triage.engine.loader import RulebookError
-    from gpu_triage.integrations import read_recent_findings
     from gpu_triage.model.snapshot import SnapshotError
+    from gpu_triage.ops.integrations import read_recent_findings
 
     if args.findings is not None:
         return read_recent_findings(args.findings, args.max_age)
@@ -609,7 +622,7 @@ def _check_findings(args: argparse.Namespace) -> tuple[Any, str]:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    from gpu_triage import integrations as integ
+    from gpu_triage.ops import integrations as integ
 
     doc, error = _check_findings(args)
     if args.command == "npd":

@@ -8,7 +8,6 @@ record as it happens.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import sys
 from collections.abc import Callable, Iterable, Sequence
@@ -24,8 +23,9 @@ from textual.worker import Worker, WorkerState
 from gpu_triage.engine.compiler import Rulebook
 from gpu_triage.engine.findings import Finding
 from gpu_triage.model.snapshot import Snapshot
+from gpu_triage.ops.record import IncidentRecord, default_path
+from gpu_triage.ops.session import TriageSession, TuiOptions
 from gpu_triage.tui.modals import NoteModal, QuestionModal
-from gpu_triage.tui.record import IncidentRecord, default_path
 from gpu_triage.tui.screens import (
     CollectScreen,
     FactsScreen,
@@ -33,7 +33,6 @@ from gpu_triage.tui.screens import (
     HistoryScreen,
     TriageScreen,
 )
-from gpu_triage.tui.session import TriageSession
 
 CSS = """
 $border-focus: $primary;
@@ -316,38 +315,37 @@ def _warm_up_engine(book: Any) -> None:
     threading.Thread(target=start, name="durable-warm-up", daemon=True).start()
 
 
-def build_app(args: argparse.Namespace) -> TriageApp:
-    """From ``gpu-triage tui`` arguments; raises RulebookError / SnapshotError."""
+def build_app(opts: TuiOptions) -> TriageApp:
+    """From ``gpu-triage tui`` options; raises RulebookError / SnapshotError."""
     from gpu_triage.engine.compiler import load_rulebook
 
     book = load_rulebook(
-        list(getattr(args, "rules", []) or []),
-        include_builtin=not getattr(args, "no_builtin", False),
-        allow_untrusted=getattr(args, "allow_untrusted_rules", False),
+        list(opts.rules),
+        include_builtin=opts.include_builtin,
+        allow_untrusted=opts.allow_untrusted_rules,
     )
-    engine = getattr(args, "engine", "auto")
+    engine = opts.engine
     if engine in ("auto", "durable"):
         _warm_up_engine(book)
-    record_arg: Path | None = getattr(args, "record", None)
-    snapshot_path: Path | None = getattr(args, "snapshot", None)
-    if getattr(args, "demo", False):
+    record_arg = opts.record
+    snapshot_path = opts.snapshot
+    if opts.demo:
         from gpu_triage.model.demos import demo_snapshot_path
 
-        demo = getattr(args, "demo", "incident")
-        snapshot_path = demo_snapshot_path(demo if isinstance(demo, str) else "incident")
+        snapshot_path = demo_snapshot_path(opts.demo)
     if snapshot_path is not None:
         from gpu_triage.model.snapshot import load_snapshot
 
         snap = load_snapshot(snapshot_path)
         record = IncidentRecord(record_arg or default_path(snap.hostname))
         session = TriageSession(snap, book, engine=engine, source=str(snapshot_path), record=record)
-        label = "demo incident" if getattr(args, "demo", False) else str(snapshot_path)
+        label = "demo incident" if opts.demo else str(snapshot_path)
         return TriageApp(book=book, session=session, engine=engine, source_label=label)
 
     from gpu_triage.collectors.base import CollectContext
     from gpu_triage.collectors.runner import collect_snapshot, default_collectors
 
-    window = float(getattr(args, "window", 1.0))
+    window = opts.window_s
     collectors = default_collectors()
 
     def collect(progress: Callable[[str, Any], None]) -> Snapshot:
@@ -362,12 +360,12 @@ def build_app(args: argparse.Namespace) -> TriageApp:
     )
 
 
-def run_tui(args: argparse.Namespace) -> int:
+def run_tui(opts: TuiOptions) -> int:
     from gpu_triage.engine.loader import RulebookError
     from gpu_triage.model.snapshot import SnapshotError
 
     try:
-        app = build_app(args)
+        app = build_app(opts)
     except (RulebookError, SnapshotError, ValueError) as exc:
         print(f"gpu-triage: {exc}", file=sys.stderr)
         return 3

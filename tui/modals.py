@@ -16,8 +16,8 @@ from textual.widgets import Input, OptionList, Static
 from textual.widgets.option_list import Option
 
 from gpu_triage.engine.model import Question, QuestionType, RunbookStep
+from gpu_triage.ops.session import parse_answer
 from gpu_triage.tui.render import argv_text, question_kind
-from gpu_triage.tui.session import parse_answer
 
 MODAL_CSS = """
 ModalScreen { align: center middle; }

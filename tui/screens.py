@@ -16,10 +16,11 @@ from textual.widgets import DataTable, Footer, Input, Log, OptionList, Static
 from textual.widgets.option_list import Option
 
 from gpu_triage.engine.findings import Finding
-from gpu_triage.io.commands import CommandResult, run_streaming
+from gpu_triage.io.commands import CommandResult
+from gpu_triage.ops import runbook
+from gpu_triage.ops.session import MARKS, step_key
 from gpu_triage.tui import render
 from gpu_triage.tui.modals import ConfirmRunModal, SecondConfirmModal
-from gpu_triage.tui.session import MARKS, step_key
 
 if TYPE_CHECKING:
     from gpu_triage.tui.app import TriageApp
@@ -347,17 +348,12 @@ class RunbookScreen(TriageScreen):
         self.running = index
         self._fill_steps()
         try:
-            result = await run_streaming(
-                list(step.command), step.timeout_s, self._on_line, cancel=self._cancel
-            )
+            result = await runbook.run_step(step, self._on_line, cancel=self._cancel)
         finally:
             self.running = None
             self._cancel = None
         self._flush()
-        tail = f"[{result.status}, {result.duration_s:.1f} s, {result.lines} lines]"
-        if result.error:
-            tail = f"{result.error} {tail}"
-        log.write_line(tail)
+        log.write_line(runbook.result_summary(result))
         applied = self.triage.session.apply_output(self.finding, index, result)
         log.write_line(f"outcome: {applied.outcome}: {applied.detail}")
         if applied.changed_kinds:

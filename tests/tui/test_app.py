@@ -13,10 +13,10 @@ from gpu_triage.engine.findings import Status
 from gpu_triage.io.commands import group_alive
 from gpu_triage.model.facts import UnavailableReason
 from gpu_triage.model.snapshot import CollectorState, Snapshot
+from gpu_triage.ops.record import IncidentRecord, read_entries
+from gpu_triage.ops.session import TriageSession
 from gpu_triage.tui.app import TriageApp
-from gpu_triage.tui.record import IncidentRecord, read_entries
 from gpu_triage.tui.screens import FactsScreen, FindingsScreen, RunbookScreen
-from gpu_triage.tui.session import TriageSession
 
 from .conftest import H100_Q, SLEEPER, demo_snapshot, python_cat, screen_text, write_rulebook
 

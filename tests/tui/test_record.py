@@ -1,4 +1,4 @@
-"""tui/record.py without Textual: appends, survives a torn line, exports."""
+"""gpu_triage/ops/record.py without Textual: appends, survives a torn line, exports."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from gpu_triage.io.commands import CommandResult
-from gpu_triage.tui.record import IncidentRecord, default_path, read_entries, to_markdown
+from gpu_triage.ops.record import IncidentRecord, default_path, read_entries, to_markdown
 
 
 def test_default_path_is_under_xdg_state(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
@@ -71,7 +71,7 @@ def test_export_markdown_and_json(tmp_path: Path) -> None:
 
 def test_record_and_runner_do_not_import_textual() -> None:
     code = (
-        "import gpu_triage.tui.record, gpu_triage.tui.session, gpu_triage.io.commands, sys;"
+        "import gpu_triage.ops.record, gpu_triage.ops.session, gpu_triage.io.commands, sys;"
         "print([m for m in sys.modules if m.split('.')[0] == 'textual'])"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from gpu_triage.engine.compiler import load_rulebook
+from gpu_triage.ops.record import IncidentRecord
+from gpu_triage.ops.session import TriageSession
 from gpu_triage.tui.app import TriageApp
-from gpu_triage.tui.record import IncidentRecord
-from gpu_triage.tui.session import TriageSession
 
 from .conftest import check_golden, demo_snapshot, screen_text, write_rulebook
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from gpu_triage.engine.fleet import FleetReport, Inventory, analyse, fleet_markdown, read_fleet
+from gpu_triage.ops.fleet import FleetReport, Inventory, analyse, fleet_markdown, read_fleet
 from tests.conftest import ROOT, SNAPSHOTS
 
 

@@ -15,7 +15,8 @@ import pytest
 
 from gpu_triage.engine.findings import FindingsDocument
 from gpu_triage.model.snapshot import load_snapshot
-from gpu_triage.unattended import History, RunSpec, run_loop, run_once
+from gpu_triage.ops.history import History
+from gpu_triage.ops.unattended import RunSpec, run_loop, run_once
 from tests.conftest import ROOT, SNAPSHOTS
 
 DEMO = ROOT / "gpu_triage" / "data" / "demo-incident.json"
@@ -97,7 +98,7 @@ def test_prometheus_output_parses_back(tmp_path: Path) -> None:
 def test_prometheus_label_values_are_escaped() -> None:
     from prometheus_client.parser import text_string_to_metric_families
 
-    from gpu_triage.engine.exporters import prometheus_text
+    from gpu_triage.ops.exporters import prometheus_text
 
     snap = load_snapshot(DEMO)
     snap.facts.gpus[0].name = 'evil"\nname\\'

@@ -7,6 +7,7 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 from gpu_triage.collectors.merge import update_facts
@@ -19,12 +20,26 @@ from gpu_triage.engine.model import Question, QuestionType
 from gpu_triage.engine.reference import Conclusions, Evaluator
 from gpu_triage.io.commands import CommandResult
 from gpu_triage.model.snapshot import Snapshot
-from gpu_triage.tui.record import IncidentRecord
+from gpu_triage.ops.record import IncidentRecord
 
 # What a responder may mark a step as, by hand.
 MARKS = ("done", "confirmed", "ruled out", "skipped")
 
 StepKey = tuple[str, str, int]  # rule id, subject key, step index
+
+
+@dataclass(frozen=True)
+class TuiOptions:
+    """What the CLI hands the TUI (``gpu-triage tui`` flags), typed: no argparse below the CLI."""
+
+    rules: tuple[Path, ...] = ()  # extra rulebook files or directories
+    include_builtin: bool = True
+    allow_untrusted_rules: bool = False
+    engine: str = "auto"  # auto | durable | reference
+    snapshot: Path | None = None  # open this snapshot instead of collecting
+    demo: str | None = None  # open this bundled demo incident
+    window_s: float = 1.0  # sampling window when collecting
+    record: Path | None = None  # incident record file (default: a new one)
 
 
 @dataclass

@@ -1,6 +1,6 @@
 """`gpu-triage fleet`: what one node cannot see, from many nodes' history.
 
-Reads JSONL run records (one line per run, see :mod:`gpu_triage.engine.exporters`),
+Reads JSONL run records (one line per run, see :mod:`gpu_triage.ops.exporters`),
 findings documents and snapshots, streaming, and reports: the top findings across the
 fleet; repeat-offender GPUs and nodes (about 1% of GPUs cause about half of the
 failures, fleet/F8); driver and VBIOS drift (fleet/F1, F3); the same Xid across many
@@ -132,7 +132,7 @@ def _records_from_file(path: Path) -> Iterator[dict[str, Any]]:
 
 def _records_from_document(data: Any, path: Path) -> Iterator[dict[str, Any]]:
     """A snapshot (evaluated here) or a findings document, as a run record."""
-    from gpu_triage.engine.exporters import run_record
+    from gpu_triage.ops.exporters import run_record
 
     if not isinstance(data, dict):
         yield {"__error__": f"{path}: neither a snapshot nor a findings document"}

@@ -1,62 +1,22 @@
-"""Unattended runs: evaluate, write findings for machines, and the `--interval` loop.
+"""What unattended runs remember between runs, in a small JSON state file: findings seen
+(first/last seen, what cleared) and the Xid ledger split at reboots.
 
-Nothing here imports Textual. Writes are atomic (JSON, Markdown, Prometheus) or whole
-appended lines (JSONL), under a lock so concurrent runs take turns.
+A systemd timer starts a new process each run; the state file lets it dedup as a loop does.
 """
 
 from __future__ import annotations
 
 import json
-import signal
 import sys
-import threading
-import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from gpu_triage.engine.compiler import Rulebook
-from gpu_triage.engine.evaluate import evaluate
 from gpu_triage.engine.findings import Cleared, FindingsDocument
-from gpu_triage.io.files import append_line, locked, write_atomic
-from gpu_triage.model.facts import Facts
-from gpu_triage.model.snapshot import Snapshot
-
-FORMATS = ("json", "jsonl", "markdown", "prometheus")
-
-
-def render(doc: FindingsDocument, facts: Facts | None, fmt: str) -> str:
-    if fmt == "json":
-        return doc.model_dump_json(indent=2) + "\n"
-    if fmt == "markdown":
-        from gpu_triage.engine.report import findings_markdown
-
-        return findings_markdown(doc)
-    from gpu_triage.engine.exporters import jsonl_line, prometheus_text
-
-    if fmt == "jsonl":
-        return jsonl_line(doc, facts)
-    if fmt == "prometheus":
-        return prometheus_text(doc, facts)
-    raise ValueError(f"unknown format {fmt!r}")
-
-
-def write_output(doc: FindingsDocument, facts: Facts | None, fmt: str, out: Path | None) -> None:
-    text = render(doc, facts, fmt)
-    if out is None:
-        sys.stdout.write(text)
-        sys.stdout.flush()
-        return
-    with locked(out):
-        if fmt == "jsonl":
-            append_line(out, text)
-        else:
-            write_atomic(out, text)
-
-
-# --------------------------------------------------------------------------- history
+from gpu_triage.io.files import write_atomic
+from gpu_triage.model.facts import XidHistory
+from gpu_triage.model.snapshot import HISTORY_SOURCE, CollectorState, CollectorStatus, Snapshot
 
 
 @dataclass
@@ -102,9 +62,6 @@ class XidLedger:
 
     def prepare(self, snap: Snapshot) -> None:
         """Note a reboot, then give the evaluation what came before it as facts."""
-        from gpu_triage.model.facts import XidHistory
-        from gpu_triage.model.snapshot import HISTORY_SOURCE, CollectorState, CollectorStatus
-
         host = snap.facts.host
         boot = host.boot_time.isoformat() if host and host.boot_time else None
         if boot and self.boot and boot != self.boot:  # rebooted since the last run
@@ -223,73 +180,3 @@ class History:
             "xids": self.xids.to_json(),
         }
         write_atomic(self.path, json.dumps(data, indent=1) + "\n")
-
-
-# --------------------------------------------------------------------------- runs
-
-
-@dataclass
-class RunSpec:
-    book: Rulebook
-    engine: str
-    fmt: str
-    out: Path | None
-    min_severity: str
-    get_snapshot: Callable[[], tuple[Snapshot, str]]
-    history: History
-    also: list[tuple[str, Path]] = field(default_factory=list)  # more (format, path) outputs
-
-
-SEVERITIES = ("info", "warning", "critical")
-
-
-def run_once(spec: RunSpec, now: datetime | None = None) -> FindingsDocument:
-    snap, source = spec.get_snapshot()
-    now = now or datetime.now(UTC)
-    spec.history.xids.prepare(snap)
-    doc = evaluate(snap, spec.book, engine=spec.engine, source=source)
-    spec.history.xids.record(snap, now)
-    if spec.min_severity != "info":
-        floor = SEVERITIES.index(spec.min_severity)
-        doc.findings = [f for f in doc.findings if SEVERITIES.index(f.severity.value) >= floor]
-    spec.history.apply(doc, now)
-    write_output(doc, snap.facts, spec.fmt, spec.out)
-    for fmt, path in spec.also:
-        write_output(doc, snap.facts, fmt, path)
-    spec.history.save()
-    return doc
-
-
-def run_loop(
-    spec: RunSpec,
-    interval_s: float,
-    *,
-    max_runs: int | None = None,
-    on_run: Callable[[FindingsDocument], Any] | None = None,
-) -> int:
-    """Run every ``interval_s`` seconds on a fixed schedule (no drift: run k starts at
-    start + k * interval; a run that overran skips the slots it missed). SIGTERM and
-    SIGINT end the loop after the current run; an output is never left half-written."""
-    stop = threading.Event()
-    previous: dict[int, Any] = {}
-    if threading.current_thread() is threading.main_thread():
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            previous[sig] = signal.signal(sig, lambda *_: stop.set())
-    start = time.monotonic()
-    runs = 0
-    code = 0
-    try:
-        while not stop.is_set():
-            doc = run_once(spec)
-            code = int(doc.exit_code)
-            runs += 1
-            if on_run is not None:
-                on_run(doc)
-            if max_runs is not None and runs >= max_runs:
-                break
-            slot = int((time.monotonic() - start) // interval_s) + 1
-            stop.wait(max(0.0, start + slot * interval_s - time.monotonic()))
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-    return code
