@@ -38,6 +38,10 @@ def test_wheel_contents_and_use_without_the_source_tree(tmp_path: Path) -> None:
         "gpu_triage/data/demo-incident.json",
         "gpu_triage/engine/durable_worker.py",
         "gpu_triage/tui/app.py",
+        "gpu_triage/model/facts.py",
+        "gpu_triage/io/commands.py",
+        "gpu_triage/ops/session.py",
+        "gpu_triage/cli/__init__.py",
     ):
         assert needed in names
     assert not [
@@ -46,8 +50,11 @@ def test_wheel_contents_and_use_without_the_source_tree(tmp_path: Path) -> None:
     target = tmp_path / "site"
     zipfile.ZipFile(wheel).extractall(target)
     # -S: no site hooks, so the editable install of the source tree is out of the way.
+    # The dependencies' directories only (a venv with system site-packages has two).
+    deps = [sysconfig.get_paths()["purelib"]]
+    deps += [p for p in sys.path if p.endswith(("site-packages", "dist-packages"))]
     code = (
-        f"import sys; sys.path[:0] = [{str(target)!r}, {sysconfig.get_paths()['purelib']!r}]; "
+        f"import sys; sys.path[:0] = [{str(target)!r}, *{deps!r}]; "
         "import gpu_triage; from gpu_triage.cli import main; "
         "assert gpu_triage.__file__.startswith(sys.path[0]), gpu_triage.__file__; "
         "raise SystemExit(main(['rules', 'coverage']))"

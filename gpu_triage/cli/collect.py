@@ -1,0 +1,86 @@
+"""`gpu-triage collect`: read this node (or saved command output) into a snapshot."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from gpu_triage.cli.common import emit, err
+from gpu_triage.engine.findings import ExitCode
+
+
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Register `gpu-triage collect` on the top-level subparsers."""
+    col = sub.add_parser("collect", help="collect facts from this node into a snapshot")
+    col.add_argument("--out", type=Path, help="snapshot file (default stdout)")
+    col.add_argument("--window", type=float, default=1.0, help="sampling window in seconds")
+    col.add_argument(
+        "--redact",
+        action="store_true",
+        help="remove hostnames, serials, UUIDs, users and command lines",
+    )
+    col.add_argument("--only", help="comma-separated collector names")
+    col.add_argument("--kernel-log", type=Path, help="read this file as the kernel log")
+    col.add_argument(
+        "--from-text",
+        nargs=2,
+        action="append",
+        metavar=("PARSER", "FILE"),
+        default=[],
+        help="build the snapshot from saved command output; repeatable",
+    )
+
+
+def collect_live(
+    window: float,
+    only: set[str] | None = None,
+    kernel_log: Path | None = None,
+    progress: bool = True,
+) -> Any:
+    from gpu_triage.collectors.base import CollectContext
+    from gpu_triage.collectors.runner import collect_snapshot, default_collectors
+
+    collectors = [c for c in default_collectors() if not only or c.name in only]
+    ctx = CollectContext(window_s=window, kernel_log_file=kernel_log)
+    show = progress and sys.stderr.isatty()
+
+    def report(name: str, state: Any) -> None:
+        if show:
+            msg = "running" if state is None else state.value
+            print(f"  {name:<20} {msg}", file=sys.stderr)
+
+    return collect_snapshot(collectors, ctx, progress=report)
+
+
+def cmd_collect(args: argparse.Namespace) -> int:
+    from gpu_triage.model.snapshot import dump_snapshot
+
+    if args.from_text:
+        from gpu_triage.collectors.from_text import snapshot_from_texts
+
+        try:
+            snap = snapshot_from_texts([(k, Path(f)) for k, f in args.from_text])
+        except (KeyError, OSError, ValueError) as exc:
+            err(str(exc))
+            return ExitCode.USAGE
+    else:
+        only = set(args.only.split(",")) if args.only else None
+        snap = collect_live(args.window, only, args.kernel_log)
+    if args.redact:
+        from gpu_triage.collectors.redact import redact_snapshot
+
+        snap = redact_snapshot(snap)
+    try:
+        emit(dump_snapshot(snap), args.out)
+    except OSError as exc:
+        err(f"cannot write {args.out}: {exc}")
+        return ExitCode.UNKNOWN
+    if sys.stderr.isatty():
+        for c in snap.collectors:
+            print(
+                f"  {c.name:<20} {c.state.value:<12} {c.duration_s:6.2f}s {c.error}",
+                file=sys.stderr,
+            )
+    return 0

@@ -1,0 +1,119 @@
+"""`gpu-triage rules ...`: the auditor's commands (lint, test, list, docs, schema, coverage)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from gpu_triage.cli.common import add_rules_args, emit, err, load_book, subparser
+from gpu_triage.engine.findings import ExitCode
+
+
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Register `gpu-triage rules` on the top-level subparsers."""
+    rules = sub.add_parser("rules", help="auditor commands for the rulebook")
+    rsub = rules.add_subparsers(dest="rules_command", metavar="SUBCOMMAND")
+    lint = rsub.add_parser("lint", help="check rule files; FILE:LINE:COL messages, exit 1 on error")
+    lint.add_argument("paths", nargs="*", type=Path)
+    test = rsub.add_parser("test", help="run every rule's embedded test cases")
+    test.add_argument("paths", nargs="*", type=Path)
+    test.add_argument("--engine", choices=("both", "durable", "reference"), default="both")
+    test.add_argument("--rule", action="append", default=[], help="only this rule id")
+    lst = rsub.add_parser("list", help="list the rules")
+    add_rules_args(lst)
+    docs = rsub.add_parser("docs", help="the rulebook as a Markdown catalogue")
+    docs.add_argument("--out", type=Path)
+    add_rules_args(docs)
+    schema = rsub.add_parser("schema", help="JSON Schema of rule files (or findings documents)")
+    schema.add_argument("--kind", choices=("rule", "findings"), default="rule")
+    schema.add_argument("--out", type=Path)
+
+    cov = rsub.add_parser("coverage", help="knowledge-map items and the rules that cite them")
+    cov.add_argument("--format", choices=("text", "json"), default="text")
+    add_rules_args(cov)
+
+
+def _rule_paths(paths: list[Path]) -> tuple[list[Path], bool]:
+    """No paths: the packaged rulebook. Paths: those, with the packaged rulebook only
+    when one of them is it."""
+    return (paths, False) if paths else ([], True)
+
+
+def cmd_rules(args: argparse.Namespace, ap: argparse.ArgumentParser) -> int:
+    sub = args.rules_command
+    if sub == "lint":
+        from gpu_triage.collectors.parsers.registry import PARSERS
+        from gpu_triage.engine.lint import lint
+
+        paths, builtin = _rule_paths(args.paths)
+        diags = lint(PARSERS, paths, include_builtin=builtin)
+        for d in diags:
+            print(d)
+        errors = sum(d.level == "error" for d in diags)
+        print(f"{errors} error(s), {len(diags) - errors} warning(s)", file=sys.stderr)
+        return 1 if errors else 0
+    if sub == "test":
+        return _rules_test(args)
+    if sub == "list":
+        book = load_book(args)
+        for r in book.rules:
+            subject = ",".join(r.iter_kinds) or "node"
+            print(
+                f"{r.id:<40} {r.severity.value:<8} {r.rule.stage.value:<9} {subject:<10} "
+                f"{r.rulebook}"
+            )
+        return 0
+    if sub == "coverage":
+        from gpu_triage.engine.coverage import coverage_command
+
+        return coverage_command(load_book(args), args.format)
+    if sub == "docs":
+        from gpu_triage.engine.docs import rules_markdown
+
+        emit(rules_markdown(load_book(args)), args.out)
+        return 0
+    if sub == "schema":
+        from gpu_triage.engine.schema import findings_schema_text, rule_schema_text
+
+        emit(rule_schema_text() if args.kind == "rule" else findings_schema_text(), args.out)
+        return 0
+    subparser(ap, "rules").print_help(sys.stderr)
+    return ExitCode.USAGE
+
+
+def _rules_test(args: argparse.Namespace) -> int:
+    from gpu_triage.engine.backend import Backend, BackendFailure, ReferenceBackend
+    from gpu_triage.engine.compiler import load_rulebook
+    from gpu_triage.engine.loader import RulebookError
+    from gpu_triage.engine.ruletest import run_rule_tests
+
+    paths, builtin = _rule_paths(args.paths)
+    try:
+        book = load_rulebook(paths, include_builtin=builtin, allow_untrusted=True)
+    except RulebookError as exc:
+        err(f"the rulebook could not be loaded:\n{exc}")
+        return 1
+    backends: list[Backend] = []
+    if args.engine in ("both", "reference"):
+        backends.append(ReferenceBackend())
+    if args.engine in ("both", "durable"):
+        from gpu_triage.engine.durable_backend import shared_backend
+
+        try:
+            backends.append(shared_backend(book))
+        except BackendFailure as exc:
+            if args.engine == "durable":
+                err(f"durable_rules backend unavailable: {exc}")
+                return 1
+            err(f"note: durable_rules backend unavailable ({exc}); testing the reference only")
+    results = run_rule_tests(book, backends, set(args.rule) or None)
+    failed = [r for r in results if not r.passed]
+    for r in failed:
+        print(f"FAIL {r.rule_id}: {r.name} ({r.file})")
+        for p in r.problems:
+            print(f"     {p}")
+    engines = "+".join(b.name for b in backends)
+    print(f"{len(results) - len(failed)} passed, {len(failed)} failed")
+    print(f"({len(book.rules)} rules, engines: {engines})", file=sys.stderr)
+    return 1 if failed else 0

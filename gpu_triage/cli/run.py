@@ -1,0 +1,188 @@
+"""`gpu-triage run`: evaluate a snapshot (or a live collection) and write findings, once or
+on an --interval schedule."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from gpu_triage.cli.collect import collect_live
+from gpu_triage.cli.common import SEVERITIES, add_rules_args, err, load_book, load_snapshot
+from gpu_triage.engine.findings import ExitCode
+from gpu_triage.model.demos import demo_names, demo_snapshot_path
+
+
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Register `gpu-triage run` on the top-level subparsers."""
+    run = sub.add_parser("run", help="evaluate a snapshot (or collect one) and write findings")
+    run.add_argument("--snapshot", type=Path, help="evaluate this snapshot instead of collecting")
+    run.add_argument(
+        "--demo",
+        nargs="?",
+        const="incident",
+        metavar="NAME",
+        help="evaluate a bundled demo incident (names: gpu-triage run --demo list)",
+    )
+    run.add_argument("--out", type=Path, help="write findings here (atomically); default stdout")
+    run.add_argument(
+        "--format",
+        choices=("json", "jsonl", "markdown", "prometheus"),
+        default="json",
+        help="json: full document; jsonl: append one compact line per run; "
+        "markdown: report; prometheus: node_exporter textfile",
+    )
+    run.add_argument(
+        "--interval",
+        type=float,
+        metavar="SECONDS",
+        help="run forever on this schedule (SIGTERM stops it cleanly)",
+    )
+    run.add_argument(
+        "--state",
+        type=Path,
+        help="history of findings (first/last seen, cleared); default: beside --out",
+    )
+    run.add_argument("--kernel-log", type=Path, help="read this file as the kernel log")
+    run.add_argument(
+        "--site",
+        type=Path,
+        metavar="FILE",
+        help="site inventory (YAML/JSON: expected_pcie_width, pinned_driver_version, "
+        "rack, ...; see docs/facts.md, kind site)",
+    )
+    run.add_argument(
+        "--job",
+        type=Path,
+        metavar="FILE",
+        help="job metrics (YAML/JSON: step_time_ms, rank_step_times_ms, "
+        "latency_p99_ms, ...; kind job)",
+    )
+    run.add_argument(
+        "--answers",
+        type=Path,
+        metavar="FILE",
+        help="answers to the rulebook's questions (YAML/JSON: question id -> value)",
+    )
+    run.add_argument(
+        "--also",
+        action="append",
+        default=[],
+        metavar="FORMAT:PATH",
+        help="write this run in another format too, e.g. jsonl:history.jsonl; repeatable",
+    )
+    run.add_argument(
+        "--min-severity",
+        choices=SEVERITIES,
+        default="info",
+        help="drop fired findings below this severity",
+    )
+    run.add_argument("--engine", choices=("auto", "durable", "reference"), default="auto")
+    run.add_argument("--window", type=float, default=1.0, help="sampling window when collecting")
+    add_rules_args(run)
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from gpu_triage.io.files import is_special
+
+    early = _start_collecting(args)  # the window runs while the rulebook loads
+
+    from gpu_triage.engine.loader import RulebookError
+    from gpu_triage.model.snapshot import SnapshotError
+    from gpu_triage.ops.history import History
+    from gpu_triage.ops.unattended import RunSpec, run_loop, run_once
+
+    try:
+        book = load_book(args)
+    except RulebookError as exc:
+        err(f"the rulebook could not be loaded:\n{exc}")
+        return ExitCode.UNKNOWN
+    if args.demo == "list":
+        print("\n".join(demo_names()))
+        return 0
+    if args.demo:
+        try:
+            args.snapshot = demo_snapshot_path(args.demo)
+        except ValueError as exc:
+            err(str(exc))
+            return ExitCode.USAGE
+    if args.interval is not None and args.interval <= 0:
+        err("--interval must be positive")
+        return ExitCode.USAGE
+
+    try:
+        supplied = _supplied_facts(args)
+    except ValueError as exc:
+        err(str(exc))
+        return ExitCode.USAGE
+
+    def get_snapshot() -> tuple[Any, str]:
+        if args.snapshot:
+            snap, source = load_snapshot(args.snapshot), str(args.snapshot)
+        elif early:  # the first live run was started before the rulebook loaded
+            snap, source = early.pop().result(), "live"
+        else:
+            snap, source = collect_live(window=args.window, kernel_log=args.kernel_log), "live"
+        for attr, value in supplied.items():
+            if attr == "answers":
+                snap.facts.answers.update(value)
+            else:
+                setattr(snap.facts, attr, value)
+        return snap, source
+
+    state = args.state
+    if state is None and args.out is not None and not is_special(args.out):
+        state = args.out.with_name(f".{args.out.name}.state.json")
+    also: list[tuple[str, Path]] = []
+    for item in args.also:
+        fmt, sep, path = item.partition(":")
+        if not sep or fmt not in ("json", "jsonl", "markdown", "prometheus") or not path:
+            err(
+                f"--also {item!r}: expected FORMAT:PATH with FORMAT json, jsonl, markdown "
+                "or prometheus"
+            )
+            return ExitCode.USAGE
+        also.append((fmt, Path(path)))
+    spec = RunSpec(
+        book,
+        args.engine,
+        args.format,
+        args.out,
+        args.min_severity,
+        get_snapshot,
+        History.load(state),
+        also,
+    )
+    try:
+        if args.interval is not None:
+            return run_loop(spec, args.interval)
+        doc = run_once(spec)
+    except SnapshotError as exc:
+        err(str(exc))
+        return ExitCode.UNKNOWN
+    except OSError as exc:
+        err(f"cannot write {args.out}: {exc}")
+        return ExitCode.UNKNOWN
+    if doc.engine.fallback_reason and args.engine != "reference":
+        err(f"engine: {doc.engine.name} ({doc.engine.fallback_reason})")
+    return int(doc.exit_code)
+
+
+def _supplied_facts(args: argparse.Namespace) -> dict[str, Any]:
+    """What a person supplies beside the collection: site inventory, job metrics, answers."""
+    from gpu_triage.model.supplied import read_supplied
+
+    return read_supplied(args.site, args.job, args.answers)
+
+
+def _start_collecting(args: argparse.Namespace) -> list[Any]:
+    """Start the first live collection in a thread at once: collection does not need the
+    rulebook, and the sampling window is most of a run's time."""
+    if args.snapshot or args.demo:
+        return []
+    from concurrent.futures import ThreadPoolExecutor
+
+    pool = ThreadPoolExecutor(1, thread_name_prefix="collect")
+    future = pool.submit(collect_live, window=args.window, kernel_log=args.kernel_log)
+    pool.shutdown(wait=False)
+    return [future]
