@@ -10,7 +10,7 @@ from gpu_triage.model.facts import Facts, HostFacts, SchedulerFacts
 
 
 def nvidia_smi_table(text: str, source: str = "nvidia-smi") -> Facts:
-    from gpu_triage.collectors.parsers.nvidia_smi import parse_nvidia_smi_table
+    from gpu_triage.collectors.parsers.nvidia_smi.table import parse_nvidia_smi_table
 
     r = parse_nvidia_smi_table(text, source)
     for g in r.gpus:
@@ -31,7 +31,7 @@ def _driver_host(driver: str | None, cuda: str | None, count: int | None) -> Hos
 
 
 def nvidia_smi_q(text: str, source: str = "nvidia-smi -q") -> Facts:
-    from gpu_triage.collectors.parsers.nvidia_smi import parse_nvidia_smi_q
+    from gpu_triage.collectors.parsers.nvidia_smi.full import parse_nvidia_smi_q
 
     r = parse_nvidia_smi_q(text, source)
     for g in r.gpus:
@@ -45,13 +45,13 @@ def nvidia_smi_q(text: str, source: str = "nvidia-smi -q") -> Facts:
 
 
 def nvidia_smi_query_gpu(text: str, source: str = "nvidia-smi --query-gpu") -> Facts:
-    from gpu_triage.collectors.parsers.nvidia_smi import parse_query_gpu_csv
+    from gpu_triage.collectors.parsers.nvidia_smi.query_csv import parse_query_gpu_csv
 
     return Facts(gpus=parse_query_gpu_csv(text, source))
 
 
 def nvidia_smi_compute_apps(text: str, source: str = "nvidia-smi --query-compute-apps") -> Facts:
-    from gpu_triage.collectors.parsers.nvidia_smi import parse_compute_apps_csv
+    from gpu_triage.collectors.parsers.nvidia_smi.query_csv import parse_compute_apps_csv
 
     return Facts(processes=parse_compute_apps_csv(text, source))
 

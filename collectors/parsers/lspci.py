@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 
 from gpu_triage.collectors.parsers import ParseError
-from gpu_triage.collectors.parsers.nvidia_smi import (
+from gpu_triage.collectors.parsers.nvidia_smi.values import (
     MAX_LINE_CHARS,
     as_text,
     normalize_pci_bus_id,

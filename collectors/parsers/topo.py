@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass, field
 
 from gpu_triage.collectors.parsers import ParseError
-from gpu_triage.collectors.parsers.nvidia_smi import MAX_LINE_CHARS, as_text
+from gpu_triage.collectors.parsers.nvidia_smi.values import MAX_LINE_CHARS, as_text
 from gpu_triage.model.facts import TopoFacts
 
 __all__ = ["Topology", "parse_topo_matrix"]

@@ -13,12 +13,12 @@ from hypothesis import strategies as st
 
 from gpu_triage.collectors.parsers import ParseError
 from gpu_triage.collectors.parsers.lspci import parse_lspci_vv
-from gpu_triage.collectors.parsers.nvidia_smi import (
+from gpu_triage.collectors.parsers.nvidia_smi.full import parse_nvidia_smi_q
+from gpu_triage.collectors.parsers.nvidia_smi.query_csv import (
     parse_compute_apps_csv,
-    parse_nvidia_smi_q,
-    parse_nvidia_smi_table,
     parse_query_gpu_csv,
 )
+from gpu_triage.collectors.parsers.nvidia_smi.table import parse_nvidia_smi_table
 from gpu_triage.collectors.parsers.nvlink import parse_nvlink_status
 from gpu_triage.collectors.parsers.topo import parse_topo_matrix
 from gpu_triage.model.facts import UnavailableReason

@@ -10,13 +10,13 @@ import pytest
 import yaml
 
 from gpu_triage.collectors.parsers import ParseError
-from gpu_triage.collectors.parsers.nvidia_smi import (
-    normalize_pci_bus_id,
+from gpu_triage.collectors.parsers.nvidia_smi.full import parse_nvidia_smi_q
+from gpu_triage.collectors.parsers.nvidia_smi.query_csv import (
     parse_compute_apps_csv,
-    parse_nvidia_smi_q,
-    parse_nvidia_smi_table,
     parse_query_gpu_csv,
 )
+from gpu_triage.collectors.parsers.nvidia_smi.table import parse_nvidia_smi_table
+from gpu_triage.collectors.parsers.nvidia_smi.values import normalize_pci_bus_id
 from gpu_triage.model.facts import GpuFacts, RecoveryAction, UnavailableReason
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "real-outputs"
