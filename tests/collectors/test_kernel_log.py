@@ -16,13 +16,9 @@ from hypothesis import strategies as st
 from gpu_triage.collectors import base
 from gpu_triage.collectors.base import CollectContext, CollectorUnavailable
 from gpu_triage.collectors.kernel_log import KernelLogCollector
-from gpu_triage.collectors.parsers.kernel_log import (
-    KernelLog,
-    month_number,
-    normalize_pci,
-    parse_iso,
-    parse_kernel_log,
-)
+from gpu_triage.collectors.parsers.kernel_log import KernelLog, parse_kernel_log
+from gpu_triage.collectors.parsers.kernel_timestamps import month_number, parse_iso
+from gpu_triage.collectors.pci import normalize_pci
 from gpu_triage.io.commands import CommandResult
 from gpu_triage.model.facts import Facts, KernelEvent
 

@@ -1,0 +1,252 @@
+"""Kernel log timestamps: every prefix a kernel log line reaches us with (dmesg plain,
+``-T``, ``-H``, ISO, ``/dev/kmsg`` records, journal ``short*`` forms, syslog with localized
+month names, talosctl), split from the message, with the time resolved when it can be."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta, timezone
+
+# --------------------------------------------------------------------------- months
+
+# Abbreviated (and a few full) month names as glibc locales print them in syslog,
+# journal and dmesg -T stamps. Keys are lower case without a trailing dot.
+_MONTH_NAMES: dict[int, str] = {
+    1: "jan january sty stycznia styczeń ene enero gen gennaio janv janvier janeiro januar "
+    "januari jän jänner led oca tammi",
+    2: "feb february lut lutego luty fev févr fevr février febrero febbraio februar februari "
+    "úno uno şub sub helmi",
+    3: "mar march marca marzec mär märz maerz mrt maart mars marzo bře bre maalis",
+    4: "apr april kwi kwietnia kwiecień abr abril avr avril aprile dub nis huhti",
+    5: "may maj maja mai mei mag maggio mayo kvě kve touko",
+    6: "jun june juni junio cze czerwca czerwiec juin giu giugno čen cen haz kesä",
+    7: "jul july juli julio lip lipca lipiec juil juillet lug luglio čec cec tem heinä",
+    8: "aug august augusti sie sierpnia sierpień ago agosto août aout srp ağu agu elo",
+    9: "sep sept september septiembre settembre wrz września wrzesień set zář zar eyl syys",
+    10: "oct october oktober octubre ottobre okt paź paz października październik out říj "
+    "rij eki loka",
+    11: "nov november noviembre novembre lis listopada listopad kas marras",
+    12: "dec december dezember diciembre dicembre dic dez déc gru grudnia grudzień pro ara joulu",
+}
+# Russian / Ukrainian forms (Cyrillic letters look like Latin ones, hence the noqa).
+_MONTH_NAMES_CYRILLIC: dict[int, str] = {
+    1: "янв січ",
+    2: "фев лют",
+    3: "мар бер",  # noqa: RUF001
+    4: "апр кві квіт",
+    5: "мая май тра трав",
+    6: "июн чер черв",
+    7: "июл лип",
+    8: "авг сер серп",  # noqa: RUF001
+    9: "сен вер вере",
+    10: "окт жов жовт",
+    11: "ноя лис лист",
+    12: "дек гру груд",  # noqa: RUF001
+}
+_MONTHS: dict[str, int] = {
+    name: num
+    for table in (_MONTH_NAMES, _MONTH_NAMES_CYRILLIC)
+    for num, names in table.items()
+    for name in names.split()
+}
+# CJK journals print "4月" / "4월".
+_CJK_MONTH = re.compile(r"(\d{1,2})\s*[月월]")
+# A month token: a word (any script, optional trailing dot) or the CJK form.
+_MON = r"(?:[^\W\d_]{3,12}\.?|\d{1,2}\s*[月월])"
+
+
+def month_number(token: str) -> int | None:
+    """Month 1-12 of a (possibly localized) month name, or None."""
+    tok = token.strip().lower().rstrip(".")
+    if m := _CJK_MONTH.fullmatch(tok):
+        num = int(m.group(1))
+        return num if 1 <= num <= 12 else None
+    return _MONTHS.get(tok)
+
+
+# --------------------------------------------------------------------------- stamps
+
+_FACILITIES = r"(?:kern|user|mail|daemon|auth|syslog|lpr|news|uucp|cron|authpriv|ftp|local[0-7])"
+_LEVELS = r"(?:emerg|alert|crit|err|warn|warning|notice|info|debug)"
+# dmesg -x / talosctl dmesg: "[node: ]kern  :err   : ..."
+_LEVEL_PREFIX = re.compile(rf"^(?:[\w.:\[\]-]+:\s+)?{_FACILITIES}\s*:\s*{_LEVELS}\s*:\s?")
+_PRIORITY = re.compile(r"^<\d{1,3}>")
+_KMSG = re.compile(r"^\d{1,3},\d+,(?P<us>\d+),[^;]*;(?P<rest>.*)$")
+_MONO = re.compile(r"^\[\s*(?P<s>\d+\.\d+)(?:\s*<\s*[\d.]+\s*>)?\s*\]:?\s?")
+# dmesg -H / --time-format reltime "[  +0.000844]"; --time-format delta "[<    0.000844>]"
+_REL = re.compile(r"^\[\s*(?:<\s*(?P<delta>\d+\.\d+)\s*>|(?P<rel>[+-]\s*\d+\.\d+))\s*\]\s?")
+# dmesg -H prints "[Nov30 01:02]" before the first line of a new minute.
+_HUMAN_MIN = re.compile(
+    rf"^\[(?P<text>(?P<mon>{_MON})\s?(?P<d>\d{{1,2}}) (?P<H>\d{{2}}):(?P<M>\d{{2}}))\]\s?"
+)
+_CTIME = re.compile(
+    rf"^\[\s*(?P<text>(?:[^\W\d_]{{2,12}}\.?,?\s+)?(?P<mon>{_MON})\s+(?P<d>\d{{1,2}})\.?\s+"
+    r"(?P<H>\d{1,2}):(?P<M>\d{2}):(?P<S>\d{2})\s+(?P<Y>\d{4}))\s*\]\s?"
+)
+_ISO_BODY = r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?:Z|[+-]\d{2}:?\d{2})?"
+_ISO_PARTS = re.compile(
+    r"(?P<Y>\d{4})-(?P<m>\d{2})-(?P<d>\d{2})[T ](?P<H>\d{2}):(?P<M>\d{2}):(?P<S>\d{2})"
+    r"(?:[.,](?P<f>\d+))?(?P<tz>Z|[+-]\d{2}:?\d{2})?"
+)
+_BRACKET_ISO = re.compile(rf"^\[(?P<iso>{_ISO_BODY})\]:?\s?")
+_BARE_ISO = re.compile(rf"^(?P<iso>{_ISO_BODY})\s")
+_SHORT_FULL = re.compile(
+    r"^(?:[^\W\d_]{2,3}\s+)?(?P<date>\d{4}-\d{2}-\d{2}) (?P<time>\d{2}:\d{2}:\d{2}(?:\.\d+)?)"
+    r"(?: (?P<tz>[A-Z]{2,5}|[+-]\d{4}))?\s+(?P<host>\S+)\s+(?P<ident>[^\s:\[]+)(?:\[\d+\])?:\s?"
+)
+_SYSLOG = re.compile(
+    rf"^(?P<text>(?P<mon>{_MON})\s+(?P<d>\d{{1,2}})\s+(?P<H>\d{{2}}):(?P<M>\d{{2}}):(?P<S>\d{{2}})"
+    r"(?:\.(?P<f>\d+))?)\s+(?P<host>\S+)\s+(?P<ident>[^\s:\[]+)(?:\[\d+\])?:\s?"
+)
+_KERNEL_HOST = re.compile(r"^\S+\s+kernel(?:\[\d+\])?:\s?")
+# journalctl -o short-unix: "1714557600.123456 host kernel: "
+_UNIX = re.compile(r"^(?P<epoch>\d{9,11}(?:\.\d+)?)\s+(?P<host>\S+)\s+kernel(?:\[\d+\])?:\s?")
+# CONFIG_PRINTK_CALLER adds "[ T1234]" / "[C3]" after the stamp
+_CALLER = re.compile(r"^\[\s*[TC]\d+\]\s?")
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+
+
+@dataclass
+class _Line:
+    no: int
+    raw: str
+    text: str
+    time: datetime | None = None
+    time_text: str | None = None
+    monotonic_s: float | None = None
+    stamped: bool = False
+
+
+def _tz(text: str | None) -> timezone | None:
+    if not text:
+        return None
+    if text == "Z":
+        return UTC
+    sign = -1 if text[0] == "-" else 1
+    digits = text[1:].replace(":", "")
+    return timezone(sign * timedelta(hours=int(digits[:2]), minutes=int(digits[2:4])))
+
+
+def parse_iso(text: str) -> datetime | None:
+    """An ISO 8601 stamp with any fraction length and ',' or '.' before it."""
+    m = _ISO_PARTS.fullmatch(text.strip())
+    if not m:
+        return None
+    frac = int(((m.group("f") or "") + "000000")[:6])
+    try:
+        return datetime(
+            int(m.group("Y")),
+            int(m.group("m")),
+            int(m.group("d")),
+            int(m.group("H")),
+            int(m.group("M")),
+            int(m.group("S")),
+            frac,
+            tzinfo=_tz(m.group("tz")),
+        )
+    except ValueError:
+        return None
+
+
+def _naive_local(dt: datetime) -> datetime:
+    return dt.astimezone().replace(tzinfo=None) if dt.tzinfo else dt
+
+
+def _guess_year(month: int, day: int, year: int | None, now: datetime | None) -> int | None:
+    """The year of a stamp printed without one: ``year`` if given, else the year of
+    ``now`` (the previous one when that would put the stamp in the future)."""
+    if year is not None:
+        return year
+    if now is None:
+        return None
+    local_now = _naive_local(now)
+    y = local_now.year
+    try:
+        if datetime(y, month, day) > local_now + timedelta(days=2):
+            y -= 1  # a December stamp read in January
+    except ValueError:
+        return y
+    return y
+
+
+def _local_time(
+    mon: str,
+    day: str,
+    hms: tuple[str, str, str],
+    frac: str | None,
+    year: int | None,
+    now: datetime | None,
+) -> datetime | None:
+    month = month_number(mon)
+    if month is None:
+        return None
+    y = _guess_year(month, int(day), year, now)
+    if y is None:
+        return None
+    micro = int(((frac or "") + "000000")[:6])
+    try:
+        return datetime(y, month, int(day), int(hms[0]), int(hms[1]), int(hms[2]), micro)
+    except ValueError:
+        return None
+
+
+def _split_stamp(no: int, raw: str, year: int | None, now: datetime | None) -> _Line:
+    """Separate the timestamp (and host/level prefixes) from the message of one line."""
+    ln = _Line(no=no, raw=raw, text=raw)
+    s = _PRIORITY.sub("", _ANSI.sub("", raw) if "\x1b" in raw else raw, count=1)
+    if m := _KMSG.match(s):
+        ln.time_text, ln.monotonic_s, ln.stamped = m.group("us"), int(m.group("us")) / 1e6, True
+        ln.text = m.group("rest")
+        return ln
+    if m := _LEVEL_PREFIX.match(s):
+        s, ln.stamped = s[m.end() :], True
+    host_fields = False
+    if m := _MONO.match(s):
+        ln.time_text, ln.monotonic_s = m.group("s"), float(m.group("s"))
+    elif m := _REL.match(s):
+        ln.time_text = (m.group("rel") or m.group("delta")).replace(" ", "")
+    elif m := _HUMAN_MIN.match(s):
+        ln.time_text = m.group("text")
+        ln.time = _local_time(m["mon"], m["d"], (m["H"], m["M"], "0"), None, year, now)
+    elif m := _CTIME.match(s):
+        ln.time_text = m.group("text")
+        y = int(m.group("Y"))
+        ln.time = _local_time(m["mon"], m["d"], (m["H"], m["M"], m["S"]), None, y, now)
+    elif (m := _BRACKET_ISO.match(s)) or (m := _BARE_ISO.match(s)):
+        ln.time_text, ln.time = m.group("iso"), parse_iso(m.group("iso"))
+    elif m := _SHORT_FULL.match(s):
+        ln.time_text = s[: m.start("host")].strip()
+        tz = m.group("tz")
+        ln.time = parse_iso(f"{m.group('date')}T{m.group('time')}")
+        if ln.time is not None and tz in ("UTC", "GMT"):
+            ln.time = ln.time.replace(tzinfo=UTC)
+        elif ln.time is not None and tz and tz[0] in "+-":
+            ln.time = ln.time.replace(tzinfo=_tz(tz))
+        host_fields = True
+    elif m := _UNIX.match(s):
+        ln.time_text = m.group("epoch")
+        try:
+            ln.time = datetime.fromtimestamp(float(m.group("epoch")), UTC)
+        except (OverflowError, OSError, ValueError):
+            ln.time = None
+        host_fields = True
+    elif m := _SYSLOG.match(s):
+        ln.time_text = m.group("text")
+        ln.time = _local_time(m["mon"], m["d"], (m["H"], m["M"], m["S"]), m["f"], year, now)
+        host_fields = True
+    if m is None:
+        ln.text = s
+        return ln
+    ln.stamped = True
+    s = s[m.end() :]
+    if not host_fields and (k := _KERNEL_HOST.match(s)):
+        s = s[k.end() :]  # journal short-iso / short-monotonic: "host kernel: "
+    # syslog and journal lines may keep the dmesg [seconds] stamp inside the message
+    if ln.monotonic_s is None and (k := _MONO.match(s)):
+        ln.monotonic_s = float(k.group("s"))
+        s = s[k.end() :]
+    if k := _CALLER.match(s):
+        s = s[k.end() :]
+    ln.text = s
+    return ln
