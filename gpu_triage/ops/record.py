@@ -101,7 +101,7 @@ class IncidentRecord:
         parsed_kinds: Iterable[str] = (),
         parse_error: str = "",
     ) -> None:
-        """``result`` is an engine.runner.CommandResult."""
+        """``result`` is an io.commands.CommandResult."""
         output = result.output
         cut = len(output) > MAX_OUTPUT_IN_RECORD
         self.append(
