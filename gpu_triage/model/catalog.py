@@ -77,6 +77,15 @@ _KINDS: list[tuple[str, str, type[BaseModel], bool, tuple[str, ...], bool, str |
         True,
         "pci_bus_id",
     ),
+    (
+        "pcie_limit",
+        "pcie_limits",
+        f.PcieLimitEvent,
+        False,
+        ("kernel_log", "text:kernel_log"),
+        True,
+        "pci_bus_id",
+    ),
     ("xid_history", "xid_history", f.XidHistory, False, ("history",), False, "pci_bus_id"),
     (
         "scheduler",
