@@ -276,7 +276,7 @@ class _FieldCompileError(Exception):
 
 def _expr_diag(lr: LoadedRule, loc: tuple[Any, ...], message: str, col: int) -> Diagnostic:
     line, base_col = lr.loc.where(loc)
-    value = lr.rule
+    value: Any = lr.rule
     for part in loc:  # the expression text, to tell a plain scalar from a block
         value = value[part] if isinstance(value, list | dict) else getattr(value, str(part), "")
     text = value if isinstance(value, str) else ""

@@ -7,6 +7,7 @@ stay the only declaration of what a fact is.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import StrEnum
 from functools import cache
 from typing import Any, get_args, get_origin
 
@@ -105,7 +106,7 @@ def _type_name(annotation: Any) -> tuple[str, tuple[str, ...]]:
         return "integer", ()
     if t is float:
         return "number", ()
-    if isinstance(t, type) and issubclass(t, f.StrEnum):
+    if isinstance(t, type) and issubclass(t, StrEnum):
         return "string", tuple(m.value for m in t)
     return "string", ()
 
