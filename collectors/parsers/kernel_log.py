@@ -293,7 +293,9 @@ _OOM_KILLED = re.compile(
     _OOM_MEMCG + r"Killed process (?P<pid>\d+) \((?P<name>.*?)\)(?=[\s,.]|$)(?P<tail>.*)$"
 )
 _OOM_KILL_OLD = re.compile(_OOM_MEMCG + r"Kill process (?P<pid>\d+) \((?P<name>.*?)\)(?=[\s,.]|$)")
-_OOM_KV = re.compile(r"oom-kill:(?P<kv>\S.*?)\s*$")  # task= may hold spaces
+# task= may hold spaces: the rest of the line, stripped in code (a lazy match before
+# "\s*$" would try every trailing space from every position: quadratic)
+_OOM_KV = re.compile(r"oom-kill:(?P<kv>\S.*)$")
 _OOM_TASK_IN = re.compile(r"Task in (?P<task>\S+) killed as a result of limit of (?P<limit>\S+)")
 _OOM_REAPED = re.compile(r"oom_reaper: reaped process (?P<pid>\d+) \(")
 _OOM_INVOKED = re.compile(r"invoked oom-killer:")
@@ -913,7 +915,7 @@ class KernelLogParser:
             self.oom_pending = {"task_cgroup": m.group("task"), "cgroup": m.group("limit")}
             return True
         if m := _OOM_KV.search(text):
-            kv = _parse_oom_kv(m.group("kv"))
+            kv = _parse_oom_kv(m.group("kv").rstrip())
             if not kv.get("pid", "").isdigit():
                 return False
             ev, _ = self._oom_event(int(kv["pid"]), ln, "constraint")
