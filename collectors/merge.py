@@ -4,7 +4,7 @@ the facts a responder is looking at (the TUI's "run this step" loop)."""
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from pydantic import BaseModel
@@ -35,18 +35,6 @@ def merge_fields(into: BaseModel, part: BaseModel, *, overwrite: bool = False) -
             into.source = f"{into.source},{part.source}" if into.source else part.source
 
 
-# How items of a list kind are matched when newer facts arrive for them.
-_IDENTITY: dict[str, Callable[[Any], Any]] = {
-    "gpu": lambda g: g.pci_bus_id or (f"#{g.index}" if g.index is not None else None),
-    "nvlink": lambda n: (n.gpu_pci_bus_id, n.gpu_index, n.link),
-    "pcie": lambda p: p.pci_bus_id,
-    "topo": lambda t: (t.a, t.b),
-    "disk": lambda d: d.name,
-    "nic": lambda n: n.name,
-    "ib": lambda i: (i.ca_name, i.port),
-}
-
-
 def update_facts(base: Facts, update: Facts) -> list[str]:
     """Fold ``update`` (e.g. a runbook command's parsed output) into ``base``: newer values
     win; items are matched by identity (GPU by PCI bus id, disk by name ...); a newer read
@@ -64,16 +52,16 @@ def update_facts(base: Facts, update: Facts) -> list[str]:
             else:
                 merge_fields(cur, new, overwrite=True)
             continue
-        key = _IDENTITY.get(name)
-        if key is None:  # events, processes: the newer read is the whole truth
+        if not info.match_fields:  # events, processes: the newer read is the whole truth
             setattr(base, info.attr, [i.model_copy(deep=True) for i in new])
             continue
         current = getattr(base, info.attr)
-        index = {key(i): i for i in current if key(i) is not None}
+        index = {k: i for i in current if (k := info.match_key(i)) is not None}
         for item in new:
-            match = index.get(key(item))
-            if match is None and name == "gpu" and item.index is not None:
-                match = index.get(f"#{item.index}")
+            match = index.get(info.match_key(item))
+            fallback = info.match_fallback and item.__dict__.get(info.match_fallback)
+            if match is None and fallback is not None:
+                match = index.get(f"#{fallback}")
             if match is None:
                 current.append(item.model_copy(deep=True))
             else:
@@ -137,18 +125,17 @@ def combine_facts(parts: Sequence[Facts]) -> Facts:
                     else:
                         merge_fields(match, p, overwrite=True)
                 continue
-            key = _IDENTITY.get(name)
-            index = {key(i): i for i in current if key is not None and key(i) is not None}
+            index = {k: i for i in current if (k := info.match_key(i)) is not None}
             for item in new:
                 if name == "gpu":
                     match = _gpu_match(current, item)
                 else:
-                    k = key(item) if key is not None else None
+                    k = info.match_key(item)
                     match = index.get(k) if k is not None else None
                 if match is None:
                     current.append(item.model_copy(deep=True))
-                    if key is not None and key(item) is not None:
-                        index[key(item)] = current[-1]
+                    if (k := info.match_key(item)) is not None:
+                        index[k] = current[-1]
                 else:
                     merge_fields(match, item, overwrite=True)
         base.answers.update(part.answers)
@@ -187,6 +174,11 @@ def _stamp(e: Any, clock: str) -> float | None:
     return e.monotonic_s
 
 
+def _repeat_key(e: Any) -> tuple[str, str] | None:
+    text = " ".join(e.raw.split())
+    return (type(e).__name__, text) if text else None  # no raw text: nothing to compare
+
+
 def _drop_repeats(lists: list[list[Any]]) -> list[list[Any]]:
     """A line that several reads hold (overlapping excerpts of one log) is kept as many
     times as the read holding it most often has it, not once per read."""
@@ -194,16 +186,18 @@ def _drop_repeats(lists: list[list[Any]]) -> list[list[Any]]:
     for lst in lists:
         counts: dict[tuple[str, str], int] = {}
         for e in lst:
-            k = (type(e).__name__, " ".join(e.raw.split()))
-            counts[k] = counts.get(k, 0) + 1
+            if (k := _repeat_key(e)) is not None:
+                counts[k] = counts.get(k, 0) + 1
         for k, c in counts.items():
             budget[k] = max(budget.get(k, 0), c)
     out: list[list[Any]] = []
     for lst in lists:
         kept = []
         for e in lst:
-            k = (type(e).__name__, " ".join(e.raw.split()))
-            if budget.get(k, 0) > 0:
+            k = _repeat_key(e)
+            if k is None:
+                kept.append(e)
+            elif budget.get(k, 0) > 0:
                 budget[k] -= 1
                 kept.append(e)
         out.append(kept)
