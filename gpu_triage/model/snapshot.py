@@ -106,9 +106,9 @@ def parse_snapshot(text: str, name: str = "<snapshot>") -> Snapshot:
         more = f" (and {exc.error_count() - 5} more)" if exc.error_count() > 5 else ""
         raise SnapshotError(f"{name}: invalid snapshot: {problems}{more}") from None
     # A float field given the string "nan" or "inf" reads as one: refused the same way.
-    where = jsonio.first_non_finite(snap.facts.model_dump(exclude_computed_fields=True), "facts")
-    if where is not None:
-        raise SnapshotError(f"{name}: invalid snapshot: {where}: not a finite number")
+    bad = jsonio.first_non_finite(snap.facts.model_dump(exclude_computed_fields=True), "facts")
+    if bad is not None:
+        raise SnapshotError(f"{name}: invalid snapshot: {bad}: not a finite number")
     return snap
 
 
