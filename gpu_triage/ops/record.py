@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from gpu_triage.io import jsonio
 from gpu_triage.io.files import append_line, ensure_file, write_atomic
 
 PRIVATE = 0o600  # incident records hold command output: their owner's only
@@ -52,7 +53,7 @@ class IncidentRecord:
     # ------------------------------------------------------------------ writing
     def append(self, kind: str, **data: Any) -> dict[str, Any]:
         entry: dict[str, Any] = {"ts": _now(), "kind": kind, **data}
-        append_line(self.path, json.dumps(entry, default=str, ensure_ascii=False), mode=PRIVATE)
+        append_line(self.path, jsonio.dumps(entry, default=str), mode=PRIVATE)
         return entry
 
     def opened(self, *, source: str, hostname: str, rulebook: str, engine: str) -> None:
@@ -181,12 +182,7 @@ def read_entries(path: Path) -> list[dict[str, Any]]:
 
 
 def to_json(entries: list[dict[str, Any]]) -> str:
-    return (
-        json.dumps(
-            {"record_version": RECORD_VERSION, "events": entries}, indent=2, ensure_ascii=False
-        )
-        + "\n"
-    )
+    return jsonio.dumps({"record_version": RECORD_VERSION, "events": entries}, indent=2) + "\n"
 
 
 def _fence(text: str) -> str:

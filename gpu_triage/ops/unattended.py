@@ -21,6 +21,7 @@ from typing import Any
 from gpu_triage.engine.compiler import Rulebook
 from gpu_triage.engine.evaluate import evaluate
 from gpu_triage.engine.findings import FindingsDocument
+from gpu_triage.io import jsonio
 from gpu_triage.io.files import (
     DEFAULT_LOCK_TIMEOUT_S,
     DEFAULT_MODE,
@@ -37,7 +38,7 @@ FORMATS = ("json", "jsonl", "markdown", "prometheus")
 
 def render(doc: FindingsDocument, facts: Facts | None, fmt: str) -> str:
     if fmt == "json":
-        return doc.model_dump_json(indent=2) + "\n"
+        return jsonio.dump_model(doc, indent=2) + "\n"
     if fmt == "markdown":
         from gpu_triage.ops.report import findings_markdown
 
