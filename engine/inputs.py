@@ -26,8 +26,10 @@ class EvalInput:
     hostname: str = ""
     taken_at: datetime | None = None
     _gpu_by_bus: dict[str, FactModel] | None = None
-    # aggregate node id -> value, for aggregates that do not depend on the binding
-    aggregate_cache: dict[int, Any] = field(default_factory=dict)
+    # aggregate indexes and item groupings of this evaluation (engine.aggregates)
+    aggregate_cache: dict[Any, Any] = field(default_factory=dict)
+    # kind -> every item field the rulebook reads: items equal in these are grouped once
+    kind_fields: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
     @classmethod
     def from_snapshot(cls, snap: Snapshot) -> EvalInput:
