@@ -9,6 +9,7 @@ rules into strata so a conclusion is always computed before a rule reads it
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import re
@@ -23,7 +24,8 @@ from gpu_triage.engine.loader import (
     LoadedRule,
     RawRulebook,
     RulebookError,
-    load_paths,
+    parse_sources,
+    read_sources,
 )
 from gpu_triage.engine.model import (
     Question,
@@ -63,9 +65,18 @@ class CompiledRule:
     overridden_by: list[str] = field(default_factory=list)
 
     id: str = ""  # the rule's id, copied for speed (read in every evaluation)
+    # kind bound -> fields of its item the verdict or the folding depends on
+    bound_fields: dict[str, frozenset[str]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.id = self.rule.id
+        bound: dict[str, set[str]] = {k: set() for k in self.iter_kinds}
+        for r in [*E.refs(self.expr), *self.group_by]:
+            if r.kind in bound:
+                bound[r.kind].add(r.name)
+        if "gpu" in bound:
+            bound["gpu"].add("pci_bus_id")  # conclusions are per GPU
+        self.bound_fields = {k: frozenset(v) for k, v in bound.items()}
 
 
 @dataclass
@@ -81,9 +92,25 @@ class Rulebook:
     xid_site: dict[int, tuple[XidOverride, str]] = field(default_factory=dict)  # + overlay name
     catalog_name: str = ""
 
-    @property
+    @functools.cached_property
+    def kind_fields(self) -> dict[str, tuple[str, ...]]:
+        """Per kind, every item field any rule reads (conditions and aggregates): items
+        equal in these are grouped once per evaluation."""
+        out: dict[str, set[str]] = {}
+        for r in self.rules:
+            for ref in E.refs(r.expr, include_local=True):
+                if ref.kind in kinds():
+                    out.setdefault(ref.kind, set()).add(ref.name)
+            for agg in E.aggregates(r.expr):
+                names = out.setdefault(agg.kind, set())
+                if agg.field:
+                    names.add(agg.field)
+        return {k: tuple(sorted(v)) for k, v in out.items()}
+
+    @functools.cached_property
     def fingerprint(self) -> str:
-        """A hash of the compiled rules: two equal rulebooks evaluate identically."""
+        """A hash of the compiled rules: two equal rulebooks evaluate identically
+        (computed once per rulebook object)."""
         h = hashlib.sha256()
         for r in self.rules:
             h.update(
@@ -121,12 +148,27 @@ class CompileError(Exception):
 def load_rulebook(
     paths: list[Path] | None = None, *, include_builtin: bool = True, allow_untrusted: bool = False
 ) -> Rulebook:
-    """Load and compile; raises RulebookError with every problem located."""
-    raw = load_paths(paths or [], include_builtin=include_builtin, allow_untrusted=allow_untrusted)
+    """Load and compile; raises RulebookError with every problem located.
+
+    The compiled rulebook is cached (engine.rulebook_cache), keyed by the text of every
+    rule file: reading the files is cheap, parsing and compiling them is not."""
+    from gpu_triage.engine import rulebook_cache
+
+    sources, problems = read_sources(
+        paths or [], include_builtin=include_builtin, allow_untrusted=allow_untrusted
+    )
+    key = rulebook_cache.key_of(sources) if not problems else None
+    if key is not None:
+        hit = rulebook_cache.get(key)
+        if hit is not None:
+            return hit
+    raw = parse_sources(sources, problems)
     book, diags = compile_rulebook(raw)
     errors = raw.diagnostics + [d for d in diags if d.level == "error"]
     if errors:
         raise RulebookError(sorted(errors))
+    if key is not None:
+        rulebook_cache.put(key, book)
     return book
 
 

@@ -62,6 +62,10 @@ MAX_PATTERN_EXPRESSIONS = 15
 
 
 MAX_ROW_COLUMNS = 200  # durable_rules holds about 253 keys per fact
+# durable_rules walks the patterns a fact may match with a fixed stack of 64 nodes
+# (events.c, MAX_STACK_SIZE; "error code: 303" when full): a row shared by too many rules
+# overflows it (measured: 180 Xid rules on one row). Rows are shared by at most this many.
+MAX_GROUP_RULES = 24
 
 
 class RowGroup:
@@ -258,7 +262,11 @@ def compile_ruleset(book: Rulebook) -> tuple[dict[str, Any], dict[str, RuleProgr
             continue
         signature = (rule.iter_kinds, rule.join_gpu, rule.stratum)
         group = open_groups.get(signature)
-        if group is None or len(set(group.by_text) | set(trial.group.by_text)) > MAX_ROW_COLUMNS:
+        if (
+            group is None
+            or len(set(group.by_text) | set(trial.group.by_text)) > MAX_ROW_COLUMNS
+            or len(group.rule_ids) >= MAX_GROUP_RULES
+        ):
             group = open_groups[signature] = RowGroup(count)
             count += 1
         group.rule_ids.append(rule.id)
@@ -361,14 +369,23 @@ class DurableBackend:
     ) -> Verdicts:
         rows = []
         large = [r for r in rules if r.id in self.too_large]
-        groups: dict[int, tuple[RowGroup, str]] = {}
+        # Each rule brings the bindings it must decide (one per distinct set of values it
+        # reads); the rules of a group share rows, so a group's rows are the union of its
+        # rules' bindings, and each rule maps a row back to its own binding index.
+        row_of: dict[tuple[int, int], int] = {}  # (group, id(binding)) -> row number
+        local: dict[str, dict[int, int]] = {}  # rule id -> row number -> binding index
         for rule in rules:
-            if rule.id not in self.too_large:
-                group = self.programs[rule.id].group
-                groups.setdefault(group.index, (group, rule.id))
-        for group, rule_id in groups.values():
-            # every rule of a group binds the same kinds: the same bindings, in order
-            rows.extend(group.row(inp, b, i, concl) for i, b in enumerate(binds[rule_id]))
+            if rule.id in self.too_large:
+                continue
+            group = self.programs[rule.id].group
+            mine = local[rule.id] = {}
+            for i, b in enumerate(binds[rule.id]):
+                key = (group.index, id(b))
+                r = row_of.get(key)
+                if r is None:
+                    r = row_of[key] = len(rows)
+                    rows.append(group.row(inp, b, r, concl))
+                mine[r] = i
         with self._lock:
             if self._proc is None or self._proc.poll() is not None:
                 self.close()
@@ -378,11 +395,11 @@ class DurableBackend:
             raise BackendFailure(reply.get("error", "durable_rules evaluation failed"))
         strict: set[tuple[str, int]] = set()
         possible: set[tuple[str, int]] = set()
-        wanted = {r.id for r in rules}
-        for name, _group, b in reply["hits"]:
+        for name, _group, r in reply["hits"]:
             rule_id = self._by_index[int(name[1:].rstrip("?"))].rule.id
-            if rule_id in wanted:
-                (possible if name.endswith("?") else strict).add((rule_id, b))
+            i = local.get(rule_id, {}).get(r)
+            if i is not None:
+                (possible if name.endswith("?") else strict).add((rule_id, i))
         out: Verdicts = dict.fromkeys(possible, None)
         for key in strict:
             out[key] = True
