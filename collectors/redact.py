@@ -221,5 +221,6 @@ def identifiers(snapshot: Snapshot) -> Iterable[str]:
     for gpu in facts.gpus:
         out.update(x for x in (gpu.uuid, gpu.serial) if x)
     out.update(p.name for p in facts.processes if p.name)
-    out.update(e.process_name for e in [*facts.xids, *facts.ooms] if e.process_name)
+    out.update(x.process_name for x in facts.xids if x.process_name)
+    out.update(o.process_name for o in facts.ooms if o.process_name)
     return sorted(out)

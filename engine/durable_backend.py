@@ -367,7 +367,7 @@ class DurableBackend:
         binds: dict[str, list[Binding]],
         concl: Conclusions,
     ) -> Verdicts:
-        rows = []
+        rows: list[dict[str, Any]] = []
         large = [r for r in rules if r.id in self.too_large]
         # Each rule brings the bindings it must decide (one per distinct set of values it
         # reads); the rules of a group share rows, so a group's rows are the union of its

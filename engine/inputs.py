@@ -8,8 +8,6 @@ from datetime import datetime
 from enum import Enum
 from typing import Any
 
-from pydantic import BaseModel
-
 from gpu_triage.model.catalog import kinds
 from gpu_triage.model.facts import FactModel, Facts, Unavailable, UnavailableReason
 from gpu_triage.model.snapshot import CollectorState, Snapshot
@@ -41,7 +39,7 @@ class EvalInput:
 
     def singleton(self, kind: str) -> FactModel | None:
         value = getattr(self.facts, _ATTR[kind])
-        return value if isinstance(value, BaseModel) else None
+        return value if isinstance(value, FactModel) else None
 
     def gpu_by_bus(self, bus: str | None) -> FactModel | None:
         if self._gpu_by_bus is None:

@@ -308,7 +308,7 @@ def row_matches(row: FactRow, query: str) -> bool:
 
 def history_text(entries: list[Any]) -> Text:
     t = Text()
-    prev: set[tuple[str, str]] | None = None
+    prev: set[tuple[tuple[str, str], str]] | None = None
     for h in entries:
         s = h.doc.summary
         t.append(f"{h.at.strftime('%H:%M:%S')} ", style="bold")

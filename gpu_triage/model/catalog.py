@@ -6,7 +6,9 @@ stay the only declaration of what a fact is.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from enum import StrEnum
 from functools import cache
 from typing import Any, get_args, get_origin
 
@@ -105,7 +107,7 @@ def _type_name(annotation: Any) -> tuple[str, tuple[str, ...]]:
         return "integer", ()
     if t is float:
         return "number", ()
-    if isinstance(t, type) and issubclass(t, f.StrEnum):
+    if isinstance(t, type) and issubclass(t, StrEnum):
         return "string", tuple(m.value for m in t)
     return "string", ()
 
@@ -152,8 +154,9 @@ def field_info(kind: str, name: str) -> FieldInfo | None:
     return k.fields.get(name) if k else None
 
 
-def catalog_markdown() -> str:
-    """The fact catalogue as Markdown (docs/facts.md)."""
+def catalog_markdown(used_by: Mapping[str, Sequence[str]] | None = None) -> str:
+    """The fact catalogue as Markdown (docs/facts.md); with ``used_by`` (``kind.field`` ->
+    rule ids, from the compiled rulebook) a column lists the rules reading each field."""
     lines = [
         "# Fact catalogue",
         "",
@@ -167,11 +170,14 @@ def catalog_markdown() -> str:
             "",
             f"{many}; produced by: {', '.join(k.collectors)}",
             "",
-            "| field | type | unit | meaning |",
-            "|---|---|---|---|",
+            "| field | type | unit | meaning |" + (" used by |" if used_by is not None else ""),
+            "|---|---|---|---|" + ("---|" if used_by is not None else ""),
         ]
         for fi in k.fields.values():
             typ = fi.type + (f" ({' / '.join(fi.choices)})" if fi.choices else "")
-            lines.append(f"| `{fi.path}` | {typ} | {fi.unit} | {fi.meaning} |")
+            row = f"| `{fi.path}` | {typ} | {fi.unit} | {fi.meaning} |"
+            if used_by is not None:
+                row += " " + ", ".join(used_by.get(fi.path, ())) + " |"
+            lines.append(row)
         lines.append("")
     return "\n".join(lines)

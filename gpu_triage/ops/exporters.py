@@ -266,7 +266,7 @@ def prometheus_text(
             "Xid events in the kernel-log window.",
             [({"code": c, "gpu": g}, n) for (c, g), n in sorted(xids.items())],
         )
-        temps = [
+        temps: list[tuple[dict[str, object], float]] = [
             ({"gpu": g.pci_bus_id}, g.temperature_gpu_c)
             for g in facts.gpus
             if g.temperature_gpu_c is not None
