@@ -293,19 +293,20 @@ def compute(ev: Evaluator, agg: E.Aggregate) -> Val:
     gate = _and3(ev.eval(g).value for g in plan.gates)
     func = agg.func
 
-    # Candidates: (first index, count, state, value) of the items not ruled out.
     if gate is False:
         return _result(inner, agg, None, 0, None, _combine(func, []))
     outer = tuple(ev.eval(o).value for _, o in plan.keys)
     if not plan.residual and gate is True and all(v is not None for v in outer):
         bucket = idx.buckets.get(outer if len(outer) != 1 else outer[0])
-        first_u, count, missing, combined = (
+        in_bucket, n_true, missing, combined = (
             bucket.stats(func) if bucket is not None else (None, 0, None, _combine(func, []))
         )
-        first_u = _min(first_u, _first_partial(idx, outer))
-        return _result(inner, agg, first_u, count, missing, combined)
+        return _result(
+            inner, agg, _min(in_bucket, _first_partial(idx, outer)), n_true, missing, combined
+        )
     # The general case: scan the candidates (the bucket's when the keys are known; items
     # with an unknown key are undecided on it).
+    cands: list[tuple[Candidate, bool | None]]
     if all(v is not None for v in outer):
         bucket = idx.buckets.get(outer if len(outer) != 1 else outer[0])
         cands = [(c, True) for c in bucket.cands] if bucket is not None else []

@@ -380,10 +380,10 @@ class DurableBackend:
             group = self.programs[rule.id].group
             mine = local[rule.id] = {}
             for i, b in enumerate(binds[rule.id]):
-                key = (group.index, id(b))
-                r = row_of.get(key)
+                slot = (group.index, id(b))
+                r = row_of.get(slot)
                 if r is None:
-                    r = row_of[key] = len(rows)
+                    r = row_of[slot] = len(rows)
                     rows.append(group.row(inp, b, r, concl))
                 mine[r] = i
         with self._lock:
@@ -395,11 +395,11 @@ class DurableBackend:
             raise BackendFailure(reply.get("error", "durable_rules evaluation failed"))
         strict: set[tuple[str, int]] = set()
         possible: set[tuple[str, int]] = set()
-        for name, _group, r in reply["hits"]:
+        for name, _group, row in reply["hits"]:
             rule_id = self._by_index[int(name[1:].rstrip("?"))].rule.id
-            i = local.get(rule_id, {}).get(r)
-            if i is not None:
-                (possible if name.endswith("?") else strict).add((rule_id, i))
+            index = local.get(rule_id, {}).get(row)
+            if index is not None:
+                (possible if name.endswith("?") else strict).add((rule_id, index))
         out: Verdicts = dict.fromkeys(possible, None)
         for key in strict:
             out[key] = True

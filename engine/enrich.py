@@ -8,6 +8,7 @@ code is retired) and what the site overlay says, so rules can reason over
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from typing import TypeVar
 
@@ -38,12 +39,17 @@ def enrich(inp: EvalInput, book: Rulebook) -> EvalInput:
     return replace(inp, facts=facts, _gpu_by_bus=None, aggregate_cache={})
 
 
-def _with(event: E, cache: dict[int, dict[str, object]], book: Rulebook, make: object) -> E:
-    assert event.code is not None  # type: ignore[attr-defined]
-    code: int = event.code  # type: ignore[attr-defined]
+def _with(
+    event: E,
+    cache: dict[int, dict[str, object]],
+    book: Rulebook,
+    make: Callable[[int, Rulebook], dict[str, object]],
+) -> E:
+    assert event.code is not None
+    code: int = event.code
     update = cache.get(code)
     if update is None:
-        update = cache[code] = make(code, book)  # type: ignore[operator]
+        update = cache[code] = make(code, book)
     return copy_with(event, update)
 
 
