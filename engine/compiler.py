@@ -69,11 +69,16 @@ class CompiledRule:
     id: str = ""  # the rule's id, copied for speed (read in every evaluation)
     # kind bound -> fields of its item the verdict or the folding depends on
     bound_fields: dict[str, frozenset[str]] = field(default_factory=dict)
+    # the condition's fact references and aggregates, walked once (read per finding)
+    expr_refs: tuple[E.Ref, ...] = ()
+    expr_aggregates: tuple[E.Aggregate, ...] = ()
 
     def __post_init__(self) -> None:
         self.id = self.rule.id
+        self.expr_refs = tuple(E.refs(self.expr))
+        self.expr_aggregates = tuple(E.aggregates(self.expr))
         bound: dict[str, set[str]] = {k: set() for k in self.iter_kinds}
-        for r in [*E.refs(self.expr), *self.group_by]:
+        for r in [*self.expr_refs, *self.group_by]:
             if r.kind in bound:
                 bound[r.kind].add(r.name)
         if "gpu" in bound:

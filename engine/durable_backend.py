@@ -26,13 +26,12 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import select
 import subprocess
-import sys
 import threading
 from typing import Any
 
+from gpu_triage.engine import durable_worker as worker
 from gpu_triage.engine import expr as E
 from gpu_triage.engine.backend import BackendFailure, ReferenceBackend, Verdicts
 from gpu_triage.engine.compiler import CompiledRule, Rulebook
@@ -290,22 +289,14 @@ class DurableBackend:
             if self.too_large
             else None
         )
-        self.worker_argv = worker_argv or [sys.executable, "-m", "gpu_triage.engine.durable_worker"]
+        self.worker_argv = worker_argv or worker.worker_argv()
         self._proc: subprocess.Popen[str] | None = None
         self._lock = threading.Lock()
 
     # ------------------------------------------------------------------ worker
     def _start(self) -> None:
-        env = {k: v for k, v in os.environ.items() if k in ("PATH", "PYTHONPATH", "HOME")}
-        self._proc = subprocess.Popen(
-            self.worker_argv,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            text=True,
-            env=env,
-            bufsize=1,
-        )
+        spare = worker.take_spare() if self.worker_argv == worker.worker_argv() else None
+        self._proc = spare or worker.spawn(self.worker_argv)
         reply = self._request({"op": "load", "ruleset": self.ruleset})
         if not reply.get("ok"):
             self.close()

@@ -407,17 +407,44 @@ _TEMPLATE = re.compile(r"\{([a-z_]+)\.([a-z0-9_]+)\}")
 
 def render_text(text: str, ev: Evaluator) -> str:
     """Fill ``{kind.field}`` placeholders with the bound values ("?" when unknown)."""
+    parts = _template_parts(text)
+    if len(parts) == 1 and isinstance(parts[0], str):
+        return parts[0]
+    out = []
+    for part in parts:
+        if isinstance(part, str):
+            out.append(part)
+        else:
+            v = ev.ref(part)
+            out.append(_fmt(v.value) if v.known else "?")
+    return "".join(out)
 
-    def sub(m: re.Match[str]) -> str:
+
+_PARTS: dict[str, list[str | E.Ref]] = {}
+
+
+def _template_parts(text: str) -> list[str | E.Ref]:
+    """A text split once into literals and the fact references it shows (rule texts are
+    few and rendered for every finding)."""
+    hit = _PARTS.get(text)
+    if hit is not None:
+        return hit
+    parts: list[str | E.Ref] = []
+    stripped = text.strip()
+    pos = 0
+    for m in _TEMPLATE.finditer(stripped):
         kind, name = m.group(1), m.group(2)
-        if kind not in kinds() and kind not in ("answer", "concl"):
-            return m.group(0)
-        if kind in kinds() and name not in kinds()[kind].fields:
-            return m.group(0)
-        v = ev.ref(E.Ref(kind, name))
-        return _fmt(v.value) if v.known else "?"
-
-    return _TEMPLATE.sub(sub, text.strip())
+        known = kind in ("answer", "concl") or (kind in kinds() and name in kinds()[kind].fields)
+        if not known:
+            continue
+        parts.append(stripped[pos : m.start()])
+        parts.append(E.Ref(kind, name))
+        pos = m.end()
+    parts.append(stripped[pos:])
+    parts = [p for p in parts if p != ""] or [""]
+    if len(_PARTS) < 10_000:
+        _PARTS[text] = parts
+    return parts
 
 
 def _fmt(value: Any) -> str:
@@ -456,14 +483,14 @@ def evidence(rule: CompiledRule, ev: Evaluator) -> list[EvidenceItem]:
         if ev.binding.get(k) is not None
         for f in IDENTITY.get(k, ())
     ]
-    refs = identity + [r for r in E.refs(rule.expr) if r.kind != "params"] + list(rule.evidence)
+    refs = identity + [r for r in rule.expr_refs if r.kind != "params"] + list(rule.evidence)
     for r in refs:
         if r.path in seen:
             continue
         seen.add(r.path)
         v = ev.ref(r)
         items.append(_evidence_item(r.path, v, r.kind, r.name, ev))
-    for agg in E.aggregates(rule.expr):
+    for agg in rule.expr_aggregates:
         text = E.render(agg)
         if text in seen:
             continue
@@ -559,7 +586,9 @@ class CompetingCauses:
         related = [binds[i] for i in idx] if idx else binds
         title = render_text(other.rule.title, Evaluator(inp, related[0] if related else {}, concl))
         # One evaluation per distinct set of values the rule reads (classes keep order).
-        classes = binding_classes(related, read_fields([other]))
+        classes = (
+            binding_classes(related, read_fields([other])) if len(related) > 1 else [[0]]
+        )
         first_unknown: Binding | None = None
         for c in classes:
             v = Evaluator(inp, related[c[0]], concl).evaluate(other.expr)

@@ -34,8 +34,9 @@ class EvalInput:
         return cls(snap.facts, kind_availability(snap), snap.hostname, snap.taken_at)
 
     def items(self, kind: str) -> list[FactModel]:
+        """The items of a kind (the facts' own list: read it, do not change it)."""
         value = getattr(self.facts, _ATTR[kind])
-        return list(value) if isinstance(value, list) else ([value] if value is not None else [])
+        return value if isinstance(value, list) else ([value] if value is not None else [])
 
     def singleton(self, kind: str) -> FactModel | None:
         value = getattr(self.facts, _ATTR[kind])

@@ -13,12 +13,14 @@ import stat
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
 from gpu_triage.engine.model import Overlay, Rule, XidCatalog
-from gpu_triage.io.yamlio import MAX_NODES_PER_DOC, Located, YamlError, documents
+
+if TYPE_CHECKING:
+    from gpu_triage.io.yamlio import Located
 
 MAX_FILE_BYTES = 1_000_000
 MAX_DOCS_PER_FILE = 500
@@ -76,6 +78,9 @@ class RawRulebook:
 
 def load_text(text: str, file: str, rulebook: str, out: RawRulebook, order_start: int = 0) -> None:
     """Parse one file's text into rules and overlays, appending to ``out``."""
+    # Imported here: a run whose compiled rulebook comes from the cache never parses YAML.
+    from gpu_triage.io.yamlio import MAX_NODES_PER_DOC, YamlError, documents
+
     out.sources.append(file)
     order = order_start
     try:

@@ -1,7 +1,8 @@
 """The compiled rulebook, cached: in memory for the process, on disk for cold starts.
 
-The key is a hash of every rule file's name and text, the package version and the
-Python version: a changed file, an upgrade or another interpreter is a miss, never a
+The key is a hash of every rule file's name and text, the package version, the Python
+version and the size and time of the compiler's and the models' source files: a changed
+rule file, an upgrade, an edited checkout or another interpreter is a miss, never a
 stale hit. Whatever goes wrong with the disk cache (missing, corrupt, truncated, owned
 by someone else, unwritable, a symlink) is a miss and the rulebook is compiled as if
 there were no cache; the cache never decides a result.
@@ -42,13 +43,33 @@ _MEMORY: dict[str, Rulebook] = {}
 def key_of(sources: list[Source], flags: tuple[Any, ...] = ()) -> str:
     h = hashlib.sha256()
     h.update(FORMAT)
-    h.update(repr((__version__, sys.version, flags)).encode())
+    h.update(repr((__version__, sys.version, flags, _code_stamp())).encode())
     for s in sources:
         for part in (s.name, s.rulebook, s.text):
             data = part.encode("utf-8", "surrogatepass")
             h.update(len(data).to_bytes(8, "big"))
             h.update(data)
     return h.hexdigest()[:40]
+
+
+_STAMP: list[tuple[tuple[str, int, int], ...]] = []
+
+
+def _code_stamp() -> tuple[tuple[str, int, int], ...]:
+    """Name, size and modification time of the compiler's and the models' source files:
+    an edited checkout (same version number, other code) is a miss too."""
+    if not _STAMP:
+        import gpu_triage.model
+
+        out = []
+        for d in (Path(__file__).parent, Path(gpu_triage.model.__file__).parent):
+            with contextlib.suppress(OSError):
+                for entry in os.scandir(d):
+                    if entry.name.endswith(".py"):
+                        st = entry.stat()
+                        out.append((entry.name, st.st_size, st.st_mtime_ns))
+        _STAMP.append(tuple(sorted(out)))
+    return _STAMP[0]
 
 
 def cache_dir() -> Path | None:

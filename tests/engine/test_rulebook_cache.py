@@ -120,3 +120,22 @@ def test_unwritable_or_disabled_cache_still_loads(
 def test_fingerprint_is_computed_once(cache: Path) -> None:
     book = load_rulebook()
     assert book.fingerprint is book.fingerprint
+
+
+def test_a_prespawned_durable_worker_is_taken_by_the_backend(builtin_book) -> None:
+    from gpu_triage.engine import durable_worker
+    from gpu_triage.engine.durable_backend import DurableBackend
+
+    durable_worker.discard_spare()
+    durable_worker.prespawn()
+    (spare,) = durable_worker._SPARE
+    backend = DurableBackend(builtin_book)
+    try:
+        backend._start()
+        assert backend._proc is spare and not durable_worker._SPARE
+    finally:
+        backend.close()
+    durable_worker.prespawn()
+    (unused,) = durable_worker._SPARE
+    durable_worker.discard_spare()
+    assert unused.poll() is not None  # ended, not left behind
