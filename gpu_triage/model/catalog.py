@@ -33,7 +33,9 @@ class FieldInfo:
 
 @dataclass(frozen=True)
 class KindInfo:
-    """A fact kind as rules see it (``gpu``, ``xid``, ``host`` ...)."""
+    """A fact kind as rules see it (``gpu``, ``xid``, ``host`` ...), and everything the
+    code knows per kind: the compiler (singleton, GPU join), evidence (identity), subject
+    keys (key fields), exporters (the GPU an item belongs to), redaction, docs."""
 
     name: str
     attr: str  # attribute of Facts holding it
@@ -41,56 +43,146 @@ class KindInfo:
     singleton: bool
     meaning: str
     collectors: tuple[str, ...]  # collectors that produce it
-    event: bool = False
+    event: bool = False  # a kernel log event: its subject key carries the line
     gpu_key: str | None = None  # field holding the PCI bus id of the GPU it belongs to
     fields: dict[str, FieldInfo] = field(default_factory=dict)
+    identity: tuple[str, ...] = ()  # fields that say which item a finding is about
+    key_fields: tuple[str, ...] = ()  # subject key: the first of these that is set
+    key_suffix: str | None = None  # subject key: a field appended after "/" (ports, links)
+    process_fields: tuple[str, ...] = ()  # fields naming a process (redacted)
+
+    def gpu_of(self, item: BaseModel) -> str | None:
+        """The PCI bus id of the GPU this item is (a gpu) or belongs to."""
+        key = "pci_bus_id" if self.name == "gpu" else self.gpu_key
+        value = item.__dict__.get(key) if key else None
+        return value if isinstance(value, str) and value else None
 
 
-_KINDS: list[tuple[str, str, type[BaseModel], bool, tuple[str, ...], bool, str | None]] = [
-    # name, Facts attribute, model, singleton, collectors, event, gpu join key
-    ("host", "host", f.HostFacts, True, ("host", "text:host"), False, None),
-    ("gpu", "gpus", f.GpuFacts, False, ("nvml", "text:gpu"), False, None),
-    ("process", "processes", f.GpuProcess, False, ("nvml", "text:gpu"), False, "gpu_pci_bus_id"),
-    ("nvlink", "nvlinks", f.NvlinkFacts, False, ("nvml", "text:nvlink"), False, "gpu_pci_bus_id"),
-    ("pcie", "pcie_links", f.PcieLinkFacts, False, ("host", "text:pcie"), False, None),
-    ("topo", "topology", f.TopoFacts, False, ("text:topo",), False, None),
-    ("disk", "disks", f.DiskFacts, False, ("host", "text:disk"), False, None),
-    ("nic", "nics", f.NicFacts, False, ("host", "text:nic"), False, None),
-    ("ib", "ib_ports", f.IbPortFacts, False, ("host", "text:ib"), False, None),
-    ("xid", "xids", f.XidEvent, False, ("kernel_log", "text:kernel_log"), True, "pci_bus_id"),
-    ("sxid", "sxids", f.SxidEvent, False, ("kernel_log", "text:kernel_log"), True, None),
-    ("aer", "aers", f.AerEvent, False, ("kernel_log", "text:kernel_log"), True, "pci_bus_id"),
-    (
+@dataclass(frozen=True)
+class _Kind:
+    """One catalogue entry as declared; the fields come from its pydantic model."""
+
+    name: str
+    attr: str
+    model: type[BaseModel]
+    collectors: tuple[str, ...]
+    singleton: bool = False
+    event: bool = False
+    gpu_key: str | None = None
+    identity: tuple[str, ...] = ()
+    key_suffix: str | None = None
+    process_fields: tuple[str, ...] = ()
+
+
+# What identifies an item in a subject key, in order of preference (those the model has).
+_KEY_FIELDS = ("pci_bus_id", "uuid", "name", "ca_name", "gpu_pci_bus_id")
+_KERNEL = ("kernel_log", "text:kernel_log")
+
+_KINDS: list[_Kind] = [
+    _Kind("host", "host", f.HostFacts, ("host", "text:host"), singleton=True),
+    _Kind(
+        "gpu", "gpus", f.GpuFacts, ("nvml", "text:gpu"), identity=("index", "pci_bus_id", "name")
+    ),
+    _Kind(
+        "process",
+        "processes",
+        f.GpuProcess,
+        ("nvml", "text:gpu"),
+        gpu_key="gpu_pci_bus_id",
+        identity=("gpu_pci_bus_id", "pid", "name"),
+        process_fields=("name",),
+    ),
+    _Kind(
+        "nvlink",
+        "nvlinks",
+        f.NvlinkFacts,
+        ("nvml", "text:nvlink"),
+        gpu_key="gpu_pci_bus_id",
+        identity=("gpu_pci_bus_id", "link"),
+        key_suffix="link",
+    ),
+    _Kind(
+        "pcie",
+        "pcie_links",
+        f.PcieLinkFacts,
+        ("host", "text:pcie"),
+        identity=("pci_bus_id", "device_class"),
+    ),
+    _Kind("topo", "topology", f.TopoFacts, ("text:topo",), identity=("a", "b")),
+    _Kind("disk", "disks", f.DiskFacts, ("host", "text:disk"), identity=("name",)),
+    _Kind("nic", "nics", f.NicFacts, ("host", "text:nic"), identity=("name", "pci_bus_id")),
+    _Kind(
+        "ib",
+        "ib_ports",
+        f.IbPortFacts,
+        ("host", "text:ib"),
+        identity=("ca_name", "port"),
+        key_suffix="port",
+    ),
+    _Kind(
+        "xid",
+        "xids",
+        f.XidEvent,
+        _KERNEL,
+        event=True,
+        gpu_key="pci_bus_id",
+        identity=("code", "pci_bus_id", "time_text"),
+        process_fields=("process_name",),
+    ),
+    _Kind(
+        "sxid",
+        "sxids",
+        f.SxidEvent,
+        _KERNEL,
+        event=True,
+        identity=("code", "pci_bus_id", "time_text"),
+    ),
+    _Kind(
+        "aer",
+        "aers",
+        f.AerEvent,
+        _KERNEL,
+        event=True,
+        gpu_key="pci_bus_id",
+        identity=("pci_bus_id", "severity", "time_text"),
+    ),
+    _Kind(
         "bus_loss",
         "bus_losses",
         f.BusLossEvent,
-        False,
-        ("kernel_log", "text:kernel_log"),
-        True,
-        "pci_bus_id",
+        _KERNEL,
+        event=True,
+        gpu_key="pci_bus_id",
+        identity=("pci_bus_id", "time_text"),
     ),
-    ("oom", "ooms", f.OomKillEvent, False, ("kernel_log", "text:kernel_log"), True, None),
-    (
+    _Kind(
+        "oom",
+        "ooms",
+        f.OomKillEvent,
+        _KERNEL,
+        event=True,
+        identity=("process_name", "time_text"),
+        process_fields=("process_name",),
+    ),
+    _Kind(
         "nvlink_error",
         "nvlink_errors",
         f.NvlinkErrorEvent,
-        False,
-        ("kernel_log", "text:kernel_log"),
-        True,
-        "pci_bus_id",
+        _KERNEL,
+        event=True,
+        gpu_key="pci_bus_id",
+        identity=("pci_bus_id", "link"),
     ),
-    ("xid_history", "xid_history", f.XidHistory, False, ("history",), False, "pci_bus_id"),
-    (
+    _Kind("xid_history", "xid_history", f.XidHistory, ("history",), gpu_key="pci_bus_id"),
+    _Kind(
         "scheduler",
         "scheduler",
         f.SchedulerFacts,
-        True,
         ("kubernetes", "container_runtime", "slurm", "text:scheduler"),
-        False,
-        None,
+        singleton=True,
     ),
-    ("site", "site", f.SiteInventory, True, ("inventory",), False, None),
-    ("job", "job", f.JobMetrics, True, ("job_metrics",), False, None),
+    _Kind("site", "site", f.SiteInventory, ("inventory",), singleton=True),
+    _Kind("job", "job", f.JobMetrics, ("job_metrics",), singleton=True),
 ]
 
 _SKIP = {"unavailable", "source"}
@@ -134,17 +226,22 @@ def _fields(kind: str, model: type[BaseModel]) -> dict[str, FieldInfo]:
 @cache
 def kinds() -> dict[str, KindInfo]:
     out: dict[str, KindInfo] = {}
-    for name, attr, model, singleton, collectors, event, gpu_key in _KINDS:
-        out[name] = KindInfo(
-            name,
-            attr,
-            model,
-            singleton,
-            (model.__doc__ or "").strip(),
-            collectors,
-            event,
-            gpu_key,
-            _fields(name, model),
+    for k in _KINDS:
+        fields = _fields(k.name, k.model)
+        out[k.name] = KindInfo(
+            k.name,
+            k.attr,
+            k.model,
+            k.singleton,
+            (k.model.__doc__ or "").strip(),
+            k.collectors,
+            k.event,
+            k.gpu_key,
+            fields,
+            identity=k.identity,
+            key_fields=tuple(n for n in _KEY_FIELDS if n in k.model.model_fields),
+            key_suffix=k.key_suffix,
+            process_fields=k.process_fields,
         )
     return out
 
@@ -165,10 +262,16 @@ def catalog_markdown(used_by: Mapping[str, Sequence[str]] | None = None) -> str:
     ]
     for k in kinds().values():
         many = "one per node" if k.singleton else "many per node"
+        about = [many + (" (kernel log events)" if k.event else "")]
+        about.append(f"produced by: {', '.join(k.collectors)}")
+        if k.identity:
+            about.append(f"identified by: {', '.join(k.identity)}")
+        if k.gpu_key:
+            about.append(f"belongs to the GPU at: {k.gpu_key}")
         lines += [
             f"## `{k.name}`: {k.meaning}",
             "",
-            f"{many}; produced by: {', '.join(k.collectors)}",
+            "; ".join(about),
             "",
             "| field | type | unit | meaning |" + (" used by |" if used_by is not None else ""),
             "|---|---|---|---|" + ("---|" if used_by is not None else ""),
