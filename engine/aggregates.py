@@ -25,14 +25,30 @@ import math
 import operator
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from gpu_triage.engine import expr as E
 from gpu_triage.engine.inputs import EvalInput, plain
 from gpu_triage.model.facts import FactModel
 
-if TYPE_CHECKING:
-    from gpu_triage.engine.reference import Evaluator, Val
+
+class Evaluator(Protocol):
+    """What the indexes need of the reference evaluator (which calls them)."""
+
+    inp: EvalInput
+    binding: Any
+
+    def eval(self, e: Any, local: FactModel | None = None) -> Any: ...
+
+    def _field(self, item: FactModel | None, kind: str, name: str) -> Any: ...
+
+    def no_values(self, e: E.Aggregate) -> Any: ...
+
+    def sibling(self, binding: Any) -> Evaluator:
+        """An evaluator of the same input for another binding, recording no trace."""
+        ...
+
+    def val(self, value: Any, missing: tuple[Any, ...] = ()) -> Any: ...
 
 
 @dataclass(frozen=True)
@@ -279,17 +295,16 @@ def _and3(values: Any) -> bool | None:
     return None if unknown else True
 
 
-def compute(ev: Evaluator, agg: E.Aggregate) -> Val:
+def compute(ev: Evaluator, agg: E.Aggregate) -> Any:
     """The aggregate's value for the evaluator's binding (see the module docstring)."""
-    from gpu_triage.engine.reference import Evaluator
 
     inp = ev.inp
     plan = plan_of(agg)
     cache = inp.aggregate_cache
     idx = cache.get(("index", id(agg)))
     if idx is None:
-        idx = cache[("index", id(agg))] = Index.build(plan, inp, Evaluator(inp, {}, ev.concl, None))
-    inner = Evaluator(inp, ev.binding, ev.concl, None)  # no trace per item
+        idx = cache[("index", id(agg))] = Index.build(plan, inp, ev.sibling({}))
+    inner = ev.sibling(ev.binding)  # no trace per item
     gate = _and3(ev.eval(g).value for g in plan.gates)
     func = agg.func
 
@@ -363,22 +378,21 @@ def _result(
     count: int,
     first_missing: Candidate | None,
     combined: Any,
-) -> Val:
-    from gpu_triage.engine.reference import Val
-
+) -> Any:
+    val = inner.val
     func = agg.func
     if func == "exists" and count:
-        return Val(True)
+        return val(True)
     if first_u is not None:
         assert agg.where is not None
-        return Val(None, inner.eval(agg.where, first_u.item).missing)
+        return val(None, inner.eval(agg.where, first_u.item).missing)
     if func == "exists":
-        return Val(False)
+        return val(False)
     if func == "count":
-        return Val(count)
+        return val(count)
     assert agg.field is not None
     if first_missing is not None:
         return inner._field(first_missing.unit.item, agg.kind, agg.field)
     if func in ("max", "min") and combined is None:
         return inner.no_values(agg)
-    return Val(combined)
+    return val(combined)

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from gpu_triage.engine import expr as E
+from gpu_triage.engine import rulebook_cache
 from gpu_triage.engine.loader import (
     Diagnostic,
     LoadedOverlay,
@@ -167,15 +168,13 @@ def load_rulebook(
 
     The compiled rulebook is cached (engine.rulebook_cache), keyed by the text of every
     rule file: reading the files is cheap, parsing and compiling them is not."""
-    from gpu_triage.engine import rulebook_cache
-
     sources, problems = read_sources(
         paths or [], include_builtin=include_builtin, allow_untrusted=allow_untrusted
     )
     key = rulebook_cache.key_of(sources) if not problems else None
     if key is not None:
         hit = rulebook_cache.get(key)
-        if hit is not None:
+        if isinstance(hit, Rulebook):
             return hit
     raw = parse_sources(sources, problems)
     book, diags = compile_rulebook(raw)

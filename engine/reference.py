@@ -291,12 +291,21 @@ class Evaluator:
             shown = {k: v for k, v in values.items() if not _is_literal(k)}
             self.trace.append(Clause(E.render(e), shown, result, missing))
 
+    def sibling(self, binding: Binding) -> Evaluator:
+        """An evaluator of the same input for another binding, recording no trace."""
+        return Evaluator(self.inp, binding, self.concl, None)
+
+    @staticmethod
+    def val(value: Any, missing: tuple[Missing, ...] = ()) -> Val:
+        return Val(value, missing)
+
     def aggregate(self, e: E.Aggregate) -> Val:
         if e.kind in self.inp.kind_unavailable:
             return Val(None, (Missing(e.kind, self.inp.kind_unavailable[e.kind]),))
         # Computed from indexes built once per evaluation (engine.aggregates), never by a
         # loop over the items per binding.
-        return aggregates.compute(self, e)
+        v: Val = aggregates.compute(self, e)
+        return v
 
     def aggregate_by_scan(self, e: E.Aggregate) -> Val:
         """The same value item by item: the definition the indexes are tested against."""

@@ -24,20 +24,19 @@ import pickle
 import stat
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from gpu_triage import __version__
-
-if TYPE_CHECKING:
-    from gpu_triage.engine.compiler import Rulebook
-    from gpu_triage.engine.loader import Source
+from gpu_triage.engine.loader import Source
 
 FORMAT = b"gpu-triage rulebook cache 1\n"
 MAX_BYTES = 64 * 1024 * 1024
 KEEP = 8  # cache files kept in the directory (the newest)
 ENV = "GPU_TRIAGE_CACHE_DIR"
 
-_MEMORY: dict[str, Rulebook] = {}
+# What is cached is the compiler's Rulebook; the compiler checks the type of a hit (this
+# module does not import the compiler, which imports it).
+_MEMORY: dict[str, object] = {}
 
 
 def key_of(sources: list[Source], flags: tuple[Any, ...] = ()) -> str:
@@ -82,7 +81,7 @@ def cache_dir() -> Path | None:
     return Path(base) / "gpu-triage"
 
 
-def get(key: str) -> Rulebook | None:
+def get(key: str) -> object | None:
     hit = _MEMORY.get(key)
     if hit is not None:
         return hit
@@ -92,7 +91,7 @@ def get(key: str) -> Rulebook | None:
     return book
 
 
-def put(key: str, book: Rulebook) -> None:
+def put(key: str, book: Any) -> None:
     _MEMORY[key] = book
     _write(key, book)
 
@@ -128,7 +127,7 @@ def _owned_and_private(st: os.stat_result) -> bool:
     return st.st_uid == uid and not st.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
 
 
-def _read(key: str) -> Rulebook | None:
+def _read(key: str) -> object | None:
     dfd = _open_dir(create=False)
     if dfd is None:
         return None
@@ -153,9 +152,7 @@ def _read(key: str) -> Rulebook | None:
         os.close(dfd)
 
 
-def _decode(data: bytes, key: str) -> Rulebook | None:
-    from gpu_triage.engine.compiler import Rulebook
-
+def _decode(data: bytes, key: str) -> object | None:
     head = FORMAT + key.encode() + b"\n"
     if not data.startswith(head):
         return None
@@ -164,13 +161,13 @@ def _decode(data: bytes, key: str) -> Rulebook | None:
     if hashlib.sha256(payload).hexdigest().encode() != digest:
         return None
     try:
-        book = pickle.loads(payload)  # noqa: S301 - our own file, see the module docstring
+        book: object = pickle.loads(payload)  # noqa: S301 - our own file, see the docstring
     except Exception:  # noqa: BLE001 - any failure to read back is a miss
         return None
-    return book if isinstance(book, Rulebook) else None
+    return book
 
 
-def _write(key: str, book: Rulebook) -> None:
+def _write(key: str, book: Any) -> None:
     # Computed once here so a cold start reads them from the cache too.
     _ = book.fingerprint, book.kind_fields
     try:
