@@ -50,6 +50,22 @@ class KindInfo:
     key_fields: tuple[str, ...] = ()  # subject key: the first of these that is set
     key_suffix: str | None = None  # subject key: a field appended after "/" (ports, links)
     process_fields: tuple[str, ...] = ()  # fields naming a process (redacted)
+    # How newer facts find the item they update (a runbook step's parsed output): these
+    # fields, else ``#`` + the fallback field; none: a newer read replaces the whole list.
+    match_fields: tuple[str, ...] = ()
+    match_fallback: str | None = None
+
+    def match_key(self, item: BaseModel) -> Any:
+        """The key newer facts about ``item`` are matched by (None: cannot be matched)."""
+        if not self.match_fields:
+            return None
+        get = item.__dict__.get
+        key = get(self.match_fields[0]) if len(self.match_fields) == 1 else None
+        if len(self.match_fields) > 1:
+            key = tuple(get(f) for f in self.match_fields)
+        if not key and self.match_fallback and get(self.match_fallback) is not None:
+            return f"#{get(self.match_fallback)}"
+        return key or None
 
     def gpu_of(self, item: BaseModel) -> str | None:
         """The PCI bus id of the GPU this item is (a gpu) or belongs to."""
@@ -72,6 +88,8 @@ class _Kind:
     identity: tuple[str, ...] = ()
     key_suffix: str | None = None
     process_fields: tuple[str, ...] = ()
+    match_fields: tuple[str, ...] = ()
+    match_fallback: str | None = None
 
 
 # What identifies an item in a subject key, in order of preference (those the model has).
@@ -81,7 +99,13 @@ _KERNEL = ("kernel_log", "text:kernel_log")
 _KINDS: list[_Kind] = [
     _Kind("host", "host", f.HostFacts, ("host", "text:host"), singleton=True),
     _Kind(
-        "gpu", "gpus", f.GpuFacts, ("nvml", "text:gpu"), identity=("index", "pci_bus_id", "name")
+        "gpu",
+        "gpus",
+        f.GpuFacts,
+        ("nvml", "text:gpu"),
+        identity=("index", "pci_bus_id", "name"),
+        match_fields=("pci_bus_id",),
+        match_fallback="index",
     ),
     _Kind(
         "process",
@@ -100,6 +124,7 @@ _KINDS: list[_Kind] = [
         gpu_key="gpu_pci_bus_id",
         identity=("gpu_pci_bus_id", "link"),
         key_suffix="link",
+        match_fields=("gpu_pci_bus_id", "gpu_index", "link"),
     ),
     _Kind(
         "pcie",
@@ -107,10 +132,32 @@ _KINDS: list[_Kind] = [
         f.PcieLinkFacts,
         ("host", "text:pcie"),
         identity=("pci_bus_id", "device_class"),
+        match_fields=("pci_bus_id",),
     ),
-    _Kind("topo", "topology", f.TopoFacts, ("text:topo",), identity=("a", "b")),
-    _Kind("disk", "disks", f.DiskFacts, ("host", "text:disk"), identity=("name",)),
-    _Kind("nic", "nics", f.NicFacts, ("host", "text:nic"), identity=("name", "pci_bus_id")),
+    _Kind(
+        "topo",
+        "topology",
+        f.TopoFacts,
+        ("text:topo",),
+        identity=("a", "b"),
+        match_fields=("a", "b"),
+    ),
+    _Kind(
+        "disk",
+        "disks",
+        f.DiskFacts,
+        ("host", "text:disk"),
+        identity=("name",),
+        match_fields=("name",),
+    ),
+    _Kind(
+        "nic",
+        "nics",
+        f.NicFacts,
+        ("host", "text:nic"),
+        identity=("name", "pci_bus_id"),
+        match_fields=("name",),
+    ),
     _Kind(
         "ib",
         "ib_ports",
@@ -118,6 +165,7 @@ _KINDS: list[_Kind] = [
         ("host", "text:ib"),
         identity=("ca_name", "port"),
         key_suffix="port",
+        match_fields=("ca_name", "port"),
     ),
     _Kind(
         "xid",
@@ -242,6 +290,8 @@ def kinds() -> dict[str, KindInfo]:
             key_fields=tuple(n for n in _KEY_FIELDS if n in k.model.model_fields),
             key_suffix=k.key_suffix,
             process_fields=k.process_fields,
+            match_fields=k.match_fields,
+            match_fallback=k.match_fallback,
         )
     return out
 
