@@ -17,7 +17,7 @@ MAX_ITEMS = 1_000_000  # items of any other one kind (processes, links, topology
 MAX_SNAPSHOT_BYTES = 2 * 1024**3
 
 # Facts attributes holding kernel-log events.
-EVENT_LISTS = ("xids", "sxids", "aers", "bus_losses", "ooms", "nvlink_errors")
+EVENT_LISTS = ("xids", "sxids", "aers", "bus_losses", "ooms", "nvlink_errors", "pcie_limits")
 
 
 class SnapshotTooLarge(ValueError):
