@@ -26,6 +26,7 @@ from gpu_triage.engine.loader import (
     load_paths,
 )
 from gpu_triage.engine.model import (
+    Nvlink5Rule,
     Question,
     QuestionType,
     Rule,
@@ -80,6 +81,11 @@ class Rulebook:
     sxid_codes: dict[int, SxidCode] = field(default_factory=dict)
     xid_site: dict[int, tuple[XidOverride, str]] = field(default_factory=dict)  # + overlay name
     catalog_name: str = ""
+    # bucket name (and each alias in its key) -> meaning, from the catalogues' buckets:
+    xid_buckets: dict[str, str] = field(default_factory=dict)
+    # (register, bit) -> (class, meaning) for Xid 74; Xid -> decode rows for 144-150
+    xid74_bits: dict[tuple[int, int], tuple[str, str]] = field(default_factory=dict)
+    nvlink5_rules: dict[int, list[Nvlink5Rule]] = field(default_factory=dict)
 
     @property
     def fingerprint(self) -> str:
@@ -250,10 +256,22 @@ def compile_rulebook(raw: RawRulebook) -> tuple[Rulebook, list[Diagnostic]]:
     xid_codes: dict[int, XidCode] = {}
     sxid_codes: dict[int, SxidCode] = {}
     names = []
+    buckets: dict[str, str] = {}
+    bits: dict[tuple[int, int], tuple[str, str]] = {}
+    nvlink5: dict[int, list[Nvlink5Rule]] = {}
     for lc in raw.catalogs:  # later catalogues extend or replace codes of earlier ones
-        names.append(lc.catalog.xid_catalog)
-        xid_codes.update({c.code: c for c in lc.catalog.codes})
-        sxid_codes.update({c.code: c for c in lc.catalog.sxids})
+        cat = lc.catalog
+        if cat.codes or cat.sxids:
+            names.append(cat.xid_catalog)
+        xid_codes.update({c.code: c for c in cat.codes})
+        sxid_codes.update({c.code: c for c in cat.sxids})
+        buckets.update(bucket_aliases(cat.buckets))
+        for b in cat.xid74_bits:
+            bits.update({(b.reg, bit): (b.bit_class, b.meaning) for bit in b.bits})
+        if cat.nvlink5_rules:  # a catalogue with decode rows replaces the earlier rows
+            nvlink5 = {}
+            for row in cat.nvlink5_rules:
+                nvlink5.setdefault(row.xid, []).append(row)
     book = Rulebook(
         compiled,
         questions,
@@ -265,8 +283,24 @@ def compile_rulebook(raw: RawRulebook) -> tuple[Rulebook, list[Diagnostic]]:
         sxid_codes,
         xid_site,
         " + ".join(names),
+        buckets,
+        bits,
+        nvlink5,
     )
     return book, diags
+
+
+def bucket_aliases(buckets: dict[str, str]) -> dict[str, str]:
+    """Bucket meanings under every name a finding may print: the catalogue's keys carry
+    notes and pairs ("WORKFLOW_NVLINK_ERR (Xid 74)", "IGNORE (sympathetic) /
+    SYMPATHETIC_REPORT_SOLO")."""
+    out: dict[str, str] = {}
+    for key, meaning in buckets.items():
+        out[key] = meaning
+        for part in key.split(" / "):
+            out.setdefault(part.strip(), meaning)
+            out.setdefault(part.split(" (")[0].strip(), meaning)
+    return out
 
 
 class _FieldCompileError(Exception):
