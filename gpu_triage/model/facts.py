@@ -265,6 +265,29 @@ class GpuFacts(FactModel):
     remapped_rows_failure: bool | None = fact(
         "", "row remapping failed (no spare rows): an RMA criterion"
     )
+    sram_corrected: int | None = fact("errors", "corrected SRAM ECC errors, lifetime")
+    sram_uncorrected: int | None = fact(
+        "errors", "uncorrected SRAM ECC errors (parity + SEC-DED), lifetime"
+    )
+    sram_threshold_exceeded: bool | None = fact(
+        "", "the driver's SRAM error threshold flag is set (field diagnostics, RMA path)"
+    )
+    fabric_state: str | None = fact(
+        "", "NVLink fabric registration: not_supported, not_started, in_progress, completed"
+    )
+    fabric_status: str | None = fact(
+        "", "result of fabric registration once completed: success, or the error NVML names"
+    )
+    fabric_health: str | None = fact(
+        "", "NVML fabric health summary: healthy, unhealthy, limited_capacity, not_supported"
+    )
+    # Between this run and the previous one of the unattended history (ops/history.py).
+    ecc_corrected_delta: int | None = fact(
+        "errors", "lifetime corrected ECC errors added since the previous run"
+    )
+    counters_interval_s: float | None = fact(
+        "s", "seconds between the previous run's counters and these (for the deltas)"
+    )
     pcie_link_gen: int | None = fact("gen", "current PCIe link generation")
     pcie_link_gen_max: int | None = fact("gen", "maximum PCIe generation of GPU and slot")
     pcie_link_width: int | None = fact("lanes", "current PCIe link width")
@@ -332,6 +355,12 @@ class NvlinkFacts(FactModel):
     replay_errors: int | None = fact("errors", "data-link replay errors")
     recovery_errors: int | None = fact("errors", "data-link recovery events")
     crc_errors: int | None = fact("errors", "CRC flit errors")
+    replay_errors_delta: int | None = fact("errors", "replay errors added since the previous run")
+    recovery_errors_delta: int | None = fact(
+        "errors", "recovery events added since the previous run"
+    )
+    crc_errors_delta: int | None = fact("errors", "CRC flit errors added since the previous run")
+    counters_interval_s: float | None = fact("s", "seconds since the previous run's counters")
 
 
 # --------------------------------------------------------------------------- links, ports
@@ -409,6 +438,12 @@ class IbPortFacts(FactModel):
     link_downed: int | None = fact("events", "times the link went down")
     rcv_errors: int | None = fact("errors", "port receive errors")
     xmit_discards: int | None = fact("packets", "transmit discards")
+    link_downed_delta: int | None = fact(
+        "events", "times the link went down since the previous run (flaps)"
+    )
+    symbol_errors_delta: int | None = fact("errors", "symbol errors added since the previous run")
+    rcv_errors_delta: int | None = fact("errors", "receive errors added since the previous run")
+    counters_interval_s: float | None = fact("s", "seconds since the previous run's counters")
 
 
 # --------------------------------------------------------------------------- events
