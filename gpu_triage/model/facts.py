@@ -109,6 +109,10 @@ class HostFacts(FactModel):
         "%", "busy time (100 - idle - iowait) of the busiest core"
     )
     cores_saturated: int | None = fact("cores", "cores more than 90% busy over the window")
+    busiest_numa_node: int | None = fact("", "NUMA node whose CPUs were busiest (mpstat -N)")
+    busiest_numa_node_busy_pct: float | None = fact(
+        "%", "busy time (100 - idle - iowait) of the busiest NUMA node's CPUs"
+    )
     load_1m: float | None = fact("", "1-minute load average")
     load_5m: float | None = fact("", "5-minute load average")
     load_15m: float | None = fact("", "15-minute load average")
@@ -207,6 +211,9 @@ class GpuFacts(FactModel):
     serial: str | None = fact("", "board serial number")
     pci_bus_id: str | None = fact("", "PCI address, normalised to dddd:bb:dd.f lower case")
     numa_node: int | None = fact("", "NUMA node of the GPU's PCI slot (-1 when none)")
+    gpu_numa_id: int | None = fact(
+        "", "NUMA node of the GPU's own memory (Grace / coherent systems; topo -m GPU NUMA ID)"
+    )
     driver_version: str | None = fact("", "driver version")
     cuda_version: str | None = fact("", "CUDA version supported by the driver")
     vbios_version: str | None = fact("", "VBIOS version")
@@ -374,6 +381,18 @@ class TopoFacts(FactModel):
     a_pci_bus_id: str | None = fact("", "PCI address of the first device when known")
     b_pci_bus_id: str | None = fact("", "PCI address of the second device when known")
     connection: str | None = fact("", "X, SYS, NODE, PHB, PXB, PIX or NV<n> (NVLink with n links)")
+    p2p_read: str | None = fact(
+        "",
+        "P2P read status (topo -p2p r): OK, NS not supported, CNS chipset not supported, "
+        "GNS GPU not supported, TNS topology not supported, U unknown",
+    )
+    p2p_write: str | None = fact("", "P2P write status (topo -p2p w), codes as p2p_read")
+    p2p_nvlink: str | None = fact("", "P2P over NVLink status (topo -p2p n), codes as p2p_read")
+    p2p_atomics: str | None = fact("", "P2P atomics status (topo -p2p a), codes as p2p_read")
+    p2p_prop: str | None = fact("", "P2P prop status (topo -p2p p), codes as p2p_read")
+    p2p_status: str | None = fact(
+        "", "topo -p2p status when the capability (r/w/n/a/p) was not given, codes as p2p_read"
+    )
 
     @computed_field(  # type: ignore[prop-decorator]
         description="index of the first device when it is a GPU (GPU3 -> 3)",
@@ -405,6 +424,21 @@ class PcieLinkFacts(FactModel):
     width: int | None = fact("lanes", "current link width")
     width_max: int | None = fact("lanes", "link width capability")
     numa_node: int | None = fact("", "NUMA node of the slot (-1 when none)")
+    secondary_bus: int | None = fact("", "bridges: first bus number behind the bridge")
+    subordinate_bus: int | None = fact("", "bridges: last bus number behind the bridge")
+    iommu_group: int | None = fact("", "IOMMU group of the device (lspci -vv 'IOMMU group')")
+    acs_capable: bool | None = fact("", "the port has Access Control Services (an ACSCap line)")
+    acs_src_valid: bool | None = fact("", "ACSCtl SrcValid+: source validation enabled")
+    acs_trans_blk: bool | None = fact("", "ACSCtl TransBlk+: translation blocking enabled")
+    acs_req_redir: bool | None = fact(
+        "", "ACSCtl ReqRedir+: peer requests redirected upstream (through the IOMMU)"
+    )
+    acs_cmplt_redir: bool | None = fact(
+        "", "ACSCtl CmpltRedir+: peer completions redirected upstream"
+    )
+    acs_upstream_fwd: bool | None = fact("", "ACSCtl UpstreamFwd+: upstream forwarding enabled")
+    acs_egress_ctrl: bool | None = fact("", "ACSCtl EgressCtrl+: egress control enabled")
+    acs_direct_trans: bool | None = fact("", "ACSCtl DirectTrans+: direct translated P2P enabled")
 
 
 class NicFacts(FactModel):
