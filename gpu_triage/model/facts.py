@@ -56,6 +56,9 @@ DERIVED_FROM: dict[str, tuple[str, ...]] = {
 }
 
 
+_COMPUTED: dict[type, frozenset[str]] = {}
+
+
 class FactModel(BaseModel):
     """Base of every fact kind: forbids unknown keys, records unavailable values."""
 
@@ -71,8 +74,10 @@ class FactModel(BaseModel):
     def _drop_computed(cls, data: Any) -> Any:
         # Computed values (memory_used_pct ...) appear in a plain model_dump: reading such
         # a dump back must work, and they are recomputed anyway.
-        computed = cls.model_computed_fields
-        if isinstance(data, dict) and computed and any(k in data for k in computed):
+        computed = _COMPUTED.get(cls)
+        if computed is None:  # looked up once per class: this runs for every model built
+            computed = _COMPUTED[cls] = frozenset(cls.model_computed_fields)
+        if computed and isinstance(data, dict) and not computed.isdisjoint(data):
             return {k: v for k, v in data.items() if k not in computed}
         return data
 
@@ -619,6 +624,23 @@ class NvlinkErrorEvent(KernelEvent):
     message: str | None = fact("", "the text logged")
 
 
+class PcieLimitEvent(KernelEvent):
+    """A PCIe device that trained below what it and its slot can do, as the kernel logs it
+    at enumeration or driver load ("... available PCIe bandwidth, limited by ..."). One per
+    device: a later report of the same device replaces the reading. ``pci_bus_id`` is the
+    device; ``limited_at`` the link that limits it (may be a switch or root port above)."""
+
+    driver: str | None = fact("", "driver named in the line ('pci' at enumeration, 'nvidia' ...)")
+    available_gbps: float | None = fact("Gb/s", "bandwidth the device gets")
+    speed_gts: float | None = fact("GT/s", "speed of the limiting link")
+    width: int | None = fact("lanes", "width of the limiting link")
+    limited_at: str | None = fact("", "PCI address of the limiting link, normalised")
+    capable_gbps: float | None = fact("Gb/s", "bandwidth the device is capable of")
+    capable_speed_gts: float | None = fact("GT/s", "speed the device is capable of")
+    capable_width: int | None = fact("lanes", "width the device is capable of")
+    device_is_gpu: bool | None = fact("", "the device is an NVIDIA GPU")
+
+
 # --------------------------------------------------------------------------- history
 
 
@@ -741,6 +763,7 @@ class Facts(BaseModel):
     bus_losses: list[BusLossEvent] = Field(default_factory=list)
     ooms: list[OomKillEvent] = Field(default_factory=list)
     nvlink_errors: list[NvlinkErrorEvent] = Field(default_factory=list)
+    pcie_limits: list[PcieLimitEvent] = Field(default_factory=list)
     xid_history: list[XidHistory] = Field(default_factory=list)
     scheduler: SchedulerFacts | None = None
     site: SiteInventory | None = None
