@@ -103,14 +103,8 @@ def kernel_log(text: str, source: str = "kernel log") -> Facts:
     from gpu_triage.collectors.parsers.kernel_log import parse_kernel_log
 
     log = parse_kernel_log(text, source=source)
-    return Facts(
-        xids=log.xids,
-        sxids=log.sxids,
-        aers=log.aers,
-        bus_losses=log.bus_losses,
-        ooms=log.ooms,
-        nvlink_errors=log.nvlink_errors,
-    )
+    # KernelLog names its event lists as Facts does
+    return Facts(**{name: getattr(log, name) for name in log.event_lists()})
 
 
 def mpstat(text: str, source: str = "mpstat") -> Facts:
