@@ -1,8 +1,8 @@
 """Kernel log costs, each beside its baseline measured in the same run.
 
 1. The parser on a realistic 1M-line journal (``make_kernel_log.py``: node chatter with an
-   event starting every ~100 lines: 2-3% of the lines) against one compiled regex pass over the same text that finds
-   the event heads (goal: at least 1/3 of its speed).
+   event starting every ~100 lines, 2-3% of the lines) against one compiled regex pass
+   over the same text that finds the event heads (goal: at least 1/3 of its speed).
 2. 100,000 identical Xid 79 lines (goal: under 2 s).
 3. ``gpu-triage run --kernel-log`` on a 500 MB, three-day log ending now (generated under
    /tmp, deleted after): wall time, peak RSS (goal < 300 MB), the kernel-log collector
@@ -97,9 +97,8 @@ def big_log(tmp: Path, mb: int) -> None:
     t = time.perf_counter()
     make(path, "--lines", str(lines), "--end", end.isoformat())
     size = path.stat().st_size / 1e6
-    print(
-        f"3. {size:.0f} MB kernel log, 72 h ending now (generated in {time.perf_counter() - t:.0f} s)"
-    )
+    took = time.perf_counter() - t
+    print(f"3. {size:.0f} MB kernel log, 72 h ending now (generated in {took:.0f} s)")
     # the Xids of the window, from the generator's own lines
     since = end - timedelta(seconds=WINDOW_S)
     want = 0

@@ -1,6 +1,6 @@
 """Generate a realistic kernel log: GPU node chatter with GPU/PCIe/OOM events between.
 
-    python benchmarks/make_kernel_log.py OUT [--lines 1000000] [--every 50]
+    python benchmarks/make_kernel_log.py OUT [--lines 1000000] [--every 100]
         [--format iso|dmesg] [--end ISO] [--span-hours 72] [--repeat-xid79 N]
 
 Chatter is what a Kubernetes GPU node logs all day (veth/bridge churn, audit, filesystems,
