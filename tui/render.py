@@ -224,7 +224,7 @@ def step_text(step: RunbookStep, index: int, label: str, detail: str, notes: lis
 
 # --------------------------------------------------------------------------- facts browser
 
-EVENT_KINDS = ("xid", "sxid", "aer", "bus_loss", "oom", "nvlink_error")
+EVENT_KINDS = tuple(k.name for k in kinds().values() if k.event)
 LINK_KINDS = ("nvlink", "pcie", "topo", "nic", "ib")
 
 
