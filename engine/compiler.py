@@ -27,6 +27,7 @@ from gpu_triage.engine.loader import (
     load_paths,
 )
 from gpu_triage.engine.model import (
+    Nvlink5Rule,
     Question,
     QuestionType,
     Rule,
@@ -82,6 +83,11 @@ class Rulebook:
     sxid_codes: dict[int, SxidCode] = field(default_factory=dict)
     xid_site: dict[int, tuple[XidOverride, str]] = field(default_factory=dict)  # + overlay name
     catalog_name: str = ""
+    # bucket name (and each alias in its key) -> meaning, from the catalogues' buckets:
+    xid_buckets: dict[str, str] = field(default_factory=dict)
+    # (register, bit) -> (class, meaning) for Xid 74; Xid -> decode rows for 144-150
+    xid74_bits: dict[tuple[int, int], tuple[str, str]] = field(default_factory=dict)
+    nvlink5_rules: dict[int, list[Nvlink5Rule]] = field(default_factory=dict)
 
     @property
     def fingerprint(self) -> str:
@@ -152,7 +158,7 @@ def compile_rulebook(raw: RawRulebook) -> tuple[Rulebook, list[Diagnostic]]:
     compiled = _compile_all(loaded, over, questions, conclusions, diags)
     _stratify(compiled, conclusions, diags)
     compiled.sort(key=lambda r: r.order)
-    xid_codes, sxid_codes, catalog_name = _catalogues(raw)
+    cat = _catalogues(raw)
     book = Rulebook(
         compiled,
         questions,
@@ -160,10 +166,13 @@ def compile_rulebook(raw: RawRulebook) -> tuple[Rulebook, list[Diagnostic]]:
         over.disabled,
         raw.sources,
         [d for d in diags if d.level != "error"],
-        xid_codes,
-        sxid_codes,
+        cat.xid_codes,
+        cat.sxid_codes,
         over.xid_site,
-        catalog_name,
+        cat.name,
+        cat.buckets,
+        cat.xid74_bits,
+        cat.nvlink5_rules,
     )
     return book, diags
 
@@ -330,16 +339,49 @@ def _compile_all(
     return compiled
 
 
-def _catalogues(raw: RawRulebook) -> tuple[dict[int, XidCode], dict[int, SxidCode], str]:
-    """The Xid and SXid codes; later catalogues extend or replace codes of earlier ones."""
-    xid_codes: dict[int, XidCode] = {}
-    sxid_codes: dict[int, SxidCode] = {}
+@dataclass
+class _Catalogues:
+    xid_codes: dict[int, XidCode] = field(default_factory=dict)
+    sxid_codes: dict[int, SxidCode] = field(default_factory=dict)
+    name: str = ""
+    buckets: dict[str, str] = field(default_factory=dict)
+    xid74_bits: dict[tuple[int, int], tuple[str, str]] = field(default_factory=dict)
+    nvlink5_rules: dict[int, list[Nvlink5Rule]] = field(default_factory=dict)
+
+
+def _catalogues(raw: RawRulebook) -> _Catalogues:
+    """The Xid and SXid codes, bucket meanings and decode tables; later catalogues extend
+    or replace codes of earlier ones, a catalogue with decode rows replaces earlier rows."""
+    out = _Catalogues()
     names = []
     for lc in raw.catalogs:
-        names.append(lc.catalog.xid_catalog)
-        xid_codes.update({c.code: c for c in lc.catalog.codes})
-        sxid_codes.update({c.code: c for c in lc.catalog.sxids})
-    return xid_codes, sxid_codes, " + ".join(names)
+        cat = lc.catalog
+        if cat.codes or cat.sxids:
+            names.append(cat.xid_catalog)
+        out.xid_codes.update({c.code: c for c in cat.codes})
+        out.sxid_codes.update({c.code: c for c in cat.sxids})
+        out.buckets.update(bucket_aliases(cat.buckets))
+        for b in cat.xid74_bits:
+            out.xid74_bits.update({(b.reg, bit): (b.bit_class, b.meaning) for bit in b.bits})
+        if cat.nvlink5_rules:
+            out.nvlink5_rules = {}
+            for row in cat.nvlink5_rules:
+                out.nvlink5_rules.setdefault(row.xid, []).append(row)
+    out.name = " + ".join(names)
+    return out
+
+
+def bucket_aliases(buckets: dict[str, str]) -> dict[str, str]:
+    """Bucket meanings under every name a finding may print: the catalogue's keys carry
+    notes and pairs ("WORKFLOW_NVLINK_ERR (Xid 74)", "IGNORE (sympathetic) /
+    SYMPATHETIC_REPORT_SOLO")."""
+    out: dict[str, str] = {}
+    for key, meaning in buckets.items():
+        out[key] = meaning
+        for part in key.split(" / "):
+            out.setdefault(part.strip(), meaning)
+            out.setdefault(part.split(" (")[0].strip(), meaning)
+    return out
 
 
 class _FieldCompileError(Exception):

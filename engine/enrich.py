@@ -12,7 +12,8 @@ from dataclasses import replace
 
 from gpu_triage.engine.compiler import Rulebook
 from gpu_triage.engine.inputs import EvalInput
-from gpu_triage.model.facts import SxidEvent, XidEvent
+from gpu_triage.engine.xid_decode import assign_incidents, bucket_meaning, message_update
+from gpu_triage.model.facts import Facts, SxidEvent, XidEvent
 
 CATALOG_SOURCE = "xid catalogue"
 
@@ -22,12 +23,30 @@ def enrich(inp: EvalInput, book: Rulebook) -> EvalInput:
     if not (book.xid_codes or book.sxid_codes) or not (inp.facts.xids or inp.facts.sxids):
         return inp
     facts = inp.facts.model_copy()  # shallow: only the event lists are replaced
-    facts.xids = [annotate_xid(x, book) for x in inp.facts.xids]
+    incidents = assign_incidents(inp.facts.xids)
+    facts.xids = [
+        annotate_xid(x, book, driver=_driver_of(x, inp.facts), incident=incident)
+        for x, incident in zip(inp.facts.xids, incidents, strict=True)
+    ]
     facts.sxids = [annotate_sxid(x, book) for x in inp.facts.sxids]
     return replace(inp, facts=facts, _gpu_by_bus=None, aggregate_cache={})
 
 
-def annotate_xid(event: XidEvent, book: Rulebook) -> XidEvent:
+def _driver_of(event: XidEvent, facts: Facts) -> str | None:
+    """The driver version that logged the event: its GPU's, else the node's."""
+    for g in facts.gpus:
+        if event.pci_bus_id and g.pci_bus_id == event.pci_bus_id and g.driver_version:
+            return g.driver_version
+    return facts.host.driver_version if facts.host else None
+
+
+# Said of an investigatory text that names no bucket (Xid 45's "Solo: RESTART_FM / ...").
+NO_BUCKET = "as written (no bucket of that name in the catalogue)"
+
+
+def annotate_xid(
+    event: XidEvent, book: Rulebook, driver: str | None = None, incident: str | None = None
+) -> XidEvent:
     if event.code is None:
         return event
     entry = book.xid_codes.get(event.code)
@@ -45,6 +64,12 @@ def annotate_xid(event: XidEvent, book: Rulebook) -> XidEvent:
             catalog_severity=entry.severity.value,
             severity=entry.severity.value,
         )
+        if entry.immediate:
+            update["nvidia_immediate_meaning"] = bucket_meaning(entry.immediate, book) or NO_BUCKET
+        if entry.investigatory:
+            update["nvidia_investigatory_meaning"] = (
+                bucket_meaning(entry.investigatory, book) or NO_BUCKET
+            )
     else:
         update["retired"] = False
     if site is not None:
@@ -53,6 +78,10 @@ def annotate_xid(event: XidEvent, book: Rulebook) -> XidEvent:
             update["site_action"] = f"{override.action} (overlay '{overlay}')"
         if override.severity is not None:
             update["severity"] = override.severity.value
+    if incident is not None and event.incident is None:
+        update["incident"] = incident
+    decoded = message_update(event, book, driver)
+    update.update({k: v for k, v in decoded.items() if getattr(event, k) is None})
     return event.model_copy(update=update)
 
 

@@ -221,6 +221,15 @@ _KINDS: list[_Kind] = [
         gpu_key="pci_bus_id",
         identity=("pci_bus_id", "link"),
     ),
+    _Kind(
+        "pcie_limit",
+        "pcie_limits",
+        f.PcieLimitEvent,
+        _KERNEL,
+        event=True,
+        gpu_key="pci_bus_id",
+        identity=("pci_bus_id",),
+    ),
     _Kind("xid_history", "xid_history", f.XidHistory, ("history",), gpu_key="pci_bus_id"),
     _Kind(
         "scheduler",
