@@ -19,7 +19,14 @@ from pydantic import (
 )
 
 from gpu_triage import __version__
+from gpu_triage.io import jsonio
 from gpu_triage.model.facts import Facts
+from gpu_triage.model.limits import (
+    MAX_SNAPSHOT_BYTES,
+    SnapshotTooLarge,
+    check_counts,
+    counts_of,
+)
 
 SCHEMA_VERSION = 1
 # The status of the unattended history store: not a collection of this node's state.
@@ -91,6 +98,12 @@ class SnapshotError(Exception):
 def load_snapshot(path: str | os.PathLike[str]) -> Snapshot:
     p = Path(path)
     try:
+        size = p.stat().st_size
+        if size > MAX_SNAPSHOT_BYTES:
+            raise SnapshotError(
+                f"{p}: {size:,} bytes, larger than a snapshot of one node can be "
+                f"(at most {MAX_SNAPSHOT_BYTES:,})"
+            )
         text = p.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise SnapshotError(f"{p}: no such snapshot file") from None
@@ -101,7 +114,10 @@ def load_snapshot(path: str | os.PathLike[str]) -> Snapshot:
 
 def parse_snapshot(text: str, name: str = "<snapshot>") -> Snapshot:
     try:
-        data = json.loads(text)
+        data = jsonio.loads(text)
+    except jsonio.NonFiniteNumber as exc:
+        where = f"{name}:{exc.line}:{exc.col}"
+        raise SnapshotError(f"{where}: {exc.token} is not a finite number") from None
     except json.JSONDecodeError as exc:
         raise SnapshotError(f"{name}:{exc.lineno}:{exc.colno}: not valid JSON: {exc.msg}") from None
     except RecursionError:
@@ -116,17 +132,26 @@ def parse_snapshot(text: str, name: str = "<snapshot>") -> Snapshot:
             f"{name}: unknown snapshot schema_version {version!r} "
             f"(this gpu-triage reads version {SCHEMA_VERSION})"
         )
+    facts = data.get("facts")
+    if isinstance(facts, dict):
+        try:  # before validating: a snapshot ten times too large would take minutes
+            check_counts(counts_of(facts), name)
+        except SnapshotTooLarge as exc:
+            raise SnapshotError(str(exc)) from None
     try:
-        return Snapshot.model_validate(data)
+        snap = Snapshot.model_validate(data)
     except ValidationError as exc:
         problems = "; ".join(
             f"{'.'.join(str(x) for x in e['loc'])}: {e['msg']}" for e in exc.errors()[:5]
         )
         more = f" (and {exc.error_count() - 5} more)" if exc.error_count() > 5 else ""
         raise SnapshotError(f"{name}: invalid snapshot: {problems}{more}") from None
+    # A float field given the string "nan" or "inf" reads as one: refused the same way.
+    bad = jsonio.first_non_finite(snap.facts.model_dump(exclude_computed_fields=True), "facts")
+    if bad is not None:
+        raise SnapshotError(f"{name}: invalid snapshot: {bad}: not a finite number")
+    return snap
 
 
 def dump_snapshot(snapshot: Snapshot) -> str:
-    return (
-        snapshot.model_dump_json(indent=2, exclude_none=True, exclude_computed_fields=True) + "\n"
-    )
+    return jsonio.dump_model(snapshot, exclude_none=True, exclude_computed_fields=True) + "\n"
