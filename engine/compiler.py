@@ -9,6 +9,7 @@ rules into strata so a conclusion is always computed before a rule reads it
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import re
@@ -18,13 +19,15 @@ from pathlib import Path
 from typing import Any
 
 from gpu_triage.engine import expr as E
+from gpu_triage.engine import rulebook_cache
 from gpu_triage.engine.loader import (
     Diagnostic,
     LoadedOverlay,
     LoadedRule,
     RawRulebook,
     RulebookError,
-    load_paths,
+    parse_sources,
+    read_sources,
 )
 from gpu_triage.engine.model import (
     Nvlink5Rule,
@@ -66,9 +69,23 @@ class CompiledRule:
     reads: tuple[str, ...] = ()  # every kind.field it reads (see _reads), sorted
 
     id: str = ""  # the rule's id, copied for speed (read in every evaluation)
+    # kind bound -> fields of its item the verdict or the folding depends on
+    bound_fields: dict[str, frozenset[str]] = field(default_factory=dict)
+    # the condition's fact references and aggregates, walked once (read per finding)
+    expr_refs: tuple[E.Ref, ...] = ()
+    expr_aggregates: tuple[E.Aggregate, ...] = ()
 
     def __post_init__(self) -> None:
         self.id = self.rule.id
+        self.expr_refs = tuple(E.refs(self.expr))
+        self.expr_aggregates = tuple(E.aggregates(self.expr))
+        bound: dict[str, set[str]] = {k: set() for k in self.iter_kinds}
+        for r in [*self.expr_refs, *self.group_by]:
+            if r.kind in bound:
+                bound[r.kind].add(r.name)
+        if "gpu" in bound:
+            bound["gpu"].add("pci_bus_id")  # conclusions are per GPU
+        self.bound_fields = {k: frozenset(v) for k, v in bound.items()}
 
 
 @dataclass
@@ -89,9 +106,25 @@ class Rulebook:
     xid74_bits: dict[tuple[int, int], tuple[str, str]] = field(default_factory=dict)
     nvlink5_rules: dict[int, list[Nvlink5Rule]] = field(default_factory=dict)
 
-    @property
+    @functools.cached_property
+    def kind_fields(self) -> dict[str, tuple[str, ...]]:
+        """Per kind, every item field any rule reads (conditions and aggregates): items
+        equal in these are grouped once per evaluation."""
+        out: dict[str, set[str]] = {}
+        for r in self.rules:
+            for ref in E.refs(r.expr, include_local=True):
+                if ref.kind in kinds():
+                    out.setdefault(ref.kind, set()).add(ref.name)
+            for agg in E.aggregates(r.expr):
+                names = out.setdefault(agg.kind, set())
+                if agg.field:
+                    names.add(agg.field)
+        return {k: tuple(sorted(v)) for k, v in out.items()}
+
+    @functools.cached_property
     def fingerprint(self) -> str:
-        """A hash of the compiled rules: two equal rulebooks evaluate identically."""
+        """A hash of the compiled rules: two equal rulebooks evaluate identically
+        (computed once per rulebook object)."""
         h = hashlib.sha256()
         for r in self.rules:
             h.update(
@@ -137,12 +170,25 @@ class CompileError(Exception):
 def load_rulebook(
     paths: list[Path] | None = None, *, include_builtin: bool = True, allow_untrusted: bool = False
 ) -> Rulebook:
-    """Load and compile; raises RulebookError with every problem located."""
-    raw = load_paths(paths or [], include_builtin=include_builtin, allow_untrusted=allow_untrusted)
+    """Load and compile; raises RulebookError with every problem located.
+
+    The compiled rulebook is cached (engine.rulebook_cache), keyed by the text of every
+    rule file: reading the files is cheap, parsing and compiling them is not."""
+    sources, problems = read_sources(
+        paths or [], include_builtin=include_builtin, allow_untrusted=allow_untrusted
+    )
+    key = rulebook_cache.key_of(sources) if not problems else None
+    if key is not None:
+        hit = rulebook_cache.get(key)
+        if isinstance(hit, Rulebook):
+            return hit
+    raw = parse_sources(sources, problems)
     book, diags = compile_rulebook(raw)
     errors = raw.diagnostics + [d for d in diags if d.level == "error"]
     if errors:
         raise RulebookError(sorted(errors))
+    if key is not None:
+        rulebook_cache.put(key, book)
     return book
 
 
