@@ -21,6 +21,7 @@ from gpu_triage.cli import (
     explain,
     facts,
     fleet,
+    readiness,
     rules,
     run,
     tui_launch,
@@ -45,6 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
     fleet.add_parser(sub)
     check.add_parser(sub)
     facts.add_parser(sub)
+    readiness.add_parser(sub)
     return ap
 
 
@@ -64,6 +66,8 @@ def main(argv: list[str] | None = None) -> int:
             return facts.cmd_facts(args, ap)
         if args.command == "fleet":
             return fleet.cmd_fleet(args)
+        if args.command == "readiness":
+            return readiness.cmd_readiness(args)
         if args.command in ("npd", "slurm-healthcheck"):
             return check.cmd_check(args)
         if args.command == "tui" or (args.command is None and argv is None and sys.stdin.isatty()):
