@@ -54,6 +54,7 @@ def seeds_for(target: str) -> list[bytes]:
         "fio": ["fio"],
         "kubectl-describe-pod": ["k8s"],
         "kubectl-describe-node": ["k8s"],
+        "error-text": [],
     }
     if target == "expression":
         import yaml
@@ -73,6 +74,9 @@ def seeds_for(target: str) -> list[bytes]:
     if target == "snapshot":
         files = sorted((ROOT / "tests" / "data" / "snapshots").glob("*.json"))
         return [f.read_bytes() for f in files]
+    if target == "error-text":  # what responders paste: the incidents' files
+        incidents = ROOT / "tests" / "data" / "incidents"
+        return [f.read_bytes() for f in sorted(incidents.glob("*/*")) if f.suffix != ".yaml"]
     if target == "compute-apps":
         return [b"pid, process_name, used_gpu_memory [MiB]\n2871, python, 70000 MiB\n"]
     dirs = by_parser[target]

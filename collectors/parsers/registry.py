@@ -30,6 +30,7 @@ PARSERS: dict[str, str] = {
     "fio": "gpu_triage.collectors.parsers.adapters:fio",
     "kubectl-describe-pod": "gpu_triage.collectors.parsers.adapters:kubectl_describe_pod",
     "kubectl-describe-node": "gpu_triage.collectors.parsers.adapters:kubectl_describe_node",
+    "error-text": "gpu_triage.collectors.parsers.adapters:error_text",
 }
 
 

@@ -78,6 +78,10 @@ _KINDS: list[tuple[str, str, type[BaseModel], bool, tuple[str, ...], bool, str |
         "pci_bus_id",
     ),
     ("xid_history", "xid_history", f.XidHistory, False, ("history",), False, "pci_bus_id"),
+    ("driver", "driver", f.DriverFacts, True, ("nvml", "host", "text:driver"), False, None),
+    # Error texts come from pastes and from collectors that failed in a known way; where
+    # none was given there is nothing to find, never "could not collect".
+    ("error", "errors", f.ErrorTextEvent, False, ("nvml", "text:error"), False, "pci_bus_id"),
     (
         "scheduler",
         "scheduler",

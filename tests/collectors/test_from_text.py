@@ -77,6 +77,10 @@ SAMPLES = {
         REAL / "k8s/describe-node-no-nvidia-gpu-in-capacity-dp285.txt",
         lambda f: f.scheduler.k8s_node_gpu_capacity == 0,
     ),
+    "error-text": (
+        DATA / "incidents/011-container-timeout-persistence-mode-off/docker-run.txt",
+        lambda f: [e.cause for e in f.errors] == ["container_driver_timeout"],
+    ),
 }
 
 COMPUTE_APPS = (
