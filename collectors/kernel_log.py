@@ -25,6 +25,9 @@ _DENIED = re.compile(
 )
 _NO_JOURNAL = re.compile(r"(?i)no journal files were (?:found|opened)|failed to open journal")
 _KMSG_MAX_RECORDS = 500_000  # the ring buffer holds far fewer; a guard against a stuck reader
+# Events that state how the node is since boot, not something that happened in the window:
+# a link that trained narrow at boot is still narrow now.
+_STANDING = frozenset({"pcie_limits"})
 
 
 def _log_lines(text: str) -> bool:
@@ -39,22 +42,27 @@ class KernelLogCollector:
     """Reads the kernel log of the last ``ctx.since_s`` seconds and extracts its events."""
 
     name = "kernel_log"
-    kinds: tuple[str, ...] = ("xid", "sxid", "aer", "bus_loss", "oom", "nvlink_error")
+    kinds: tuple[str, ...] = (
+        "xid",
+        "sxid",
+        "aer",
+        "bus_loss",
+        "oom",
+        "nvlink_error",
+        "pcie_limit",
+    )
 
     def collect(self, ctx: CollectContext, facts: Facts) -> None:
         now = datetime.now().astimezone()
         log = self.read(ctx, now)
-        keep = [*log.xids, *log.sxids, *log.aers, *log.bus_losses, *log.ooms, *log.nvlink_errors]
         # A file the user named is read whole: it is the incident they want examined,
         # however old. The live log is cut to the window.
         since = float("inf") if ctx.kernel_log_file is not None else ctx.since_s
-        kept = {id(ev) for ev in keep if self._in_window(ev, since)}
-        facts.xids.extend(ev for ev in log.xids if id(ev) in kept)
-        facts.sxids.extend(ev for ev in log.sxids if id(ev) in kept)
-        facts.aers.extend(ev for ev in log.aers if id(ev) in kept)
-        facts.bus_losses.extend(ev for ev in log.bus_losses if id(ev) in kept)
-        facts.ooms.extend(ev for ev in log.ooms if id(ev) in kept)
-        facts.nvlink_errors.extend(ev for ev in log.nvlink_errors if id(ev) in kept)
+        for name in log.event_lists():
+            events = getattr(log, name)
+            if name not in _STANDING:
+                events = [ev for ev in events if self._in_window(ev, since)]
+            getattr(facts, name).extend(events)
 
     @staticmethod
     def _in_window(ev: KernelEvent, since_s: float) -> bool:

@@ -11,6 +11,8 @@ from collections.abc import Callable
 from gpu_triage.collectors.parsers import ParseError
 from gpu_triage.model.facts import Facts, HostFacts, SchedulerFacts
 
+TextParserFn = Callable[[str, str], Facts]
+
 
 def error_text(text: str, source: str = "error text") -> Facts:
     from gpu_triage.collectors.parsers.error_text import parse_error_text
@@ -114,14 +116,8 @@ def kernel_log(text: str, source: str = "kernel log") -> Facts:
     from gpu_triage.collectors.parsers.kernel_log import parse_kernel_log
 
     log = parse_kernel_log(text, source=source)
-    return Facts(
-        xids=log.xids,
-        sxids=log.sxids,
-        aers=log.aers,
-        bus_losses=log.bus_losses,
-        ooms=log.ooms,
-        nvlink_errors=log.nvlink_errors,
-    )
+    # KernelLog names its event lists as Facts does
+    return Facts(**{name: getattr(log, name) for name in log.event_lists()})
 
 
 def mpstat(text: str, source: str = "mpstat") -> Facts:
@@ -183,3 +179,59 @@ def kubectl_describe_node(text: str, source: str = "kubectl describe node") -> F
 def _nonempty(s: SchedulerFacts) -> SchedulerFacts | None:
     values = s.model_dump(exclude={"unavailable", "source"}, exclude_computed_fields=True)
     return s if any(v is not None for v in values.values()) else None
+
+
+def kubectl_events(text: str, source: str = "kubectl get events") -> Facts:
+    from gpu_triage.collectors.parsers.kubectl import parse_events, scheduler_facts_from_events
+
+    events = parse_events(text)
+    return Facts(scheduler=scheduler_facts_from_events(events, source) if events else None)
+
+
+def ibv_devinfo(text: str, source: str = "ibv_devinfo") -> Facts:
+    from gpu_triage.collectors.parsers.ibv_devinfo import parse_ibv_devinfo
+
+    return Facts(ib_ports=parse_ibv_devinfo(text, source))
+
+
+def _topo_p2p(capability: str | None) -> TextParserFn:
+    def parse(text: str, source: str = "nvidia-smi topo -p2p") -> Facts:
+        from gpu_triage.collectors.parsers.topo_p2p import parse_topo_p2p
+
+        return Facts(topology=parse_topo_p2p(text, source, capability))
+
+    return parse
+
+
+nvidia_smi_topo_p2p = _topo_p2p(None)
+nvidia_smi_topo_p2p_r = _topo_p2p("r")
+nvidia_smi_topo_p2p_w = _topo_p2p("w")
+nvidia_smi_topo_p2p_n = _topo_p2p("n")
+nvidia_smi_topo_p2p_a = _topo_p2p("a")
+nvidia_smi_topo_p2p_p = _topo_p2p("p")
+
+
+def proc_stat(text: str, source: str = "/proc/stat") -> Facts:
+    from gpu_triage.collectors.parsers.proc_stat import parse_proc_stat
+
+    return Facts(host=parse_proc_stat(text, source))
+
+
+def _pressure(resource: str | None) -> TextParserFn:
+    def parse(text: str, source: str = "/proc/pressure") -> Facts:
+        from gpu_triage.collectors.parsers.pressure import (
+            fill_host_from_pressure,
+            parse_pressure_text,
+        )
+
+        return Facts(
+            host=fill_host_from_pressure(parse_pressure_text(text, source, resource), source)
+        )
+
+    return parse
+
+
+proc_pressure = _pressure(None)
+proc_pressure_cpu = _pressure("cpu")
+proc_pressure_io = _pressure("io")
+proc_pressure_memory = _pressure("memory")

@@ -57,6 +57,9 @@ DERIVED_FROM: dict[str, tuple[str, ...]] = {
 }
 
 
+_COMPUTED: dict[type, frozenset[str]] = {}
+
+
 class FactModel(BaseModel):
     """Base of every fact kind: forbids unknown keys, records unavailable values."""
 
@@ -72,8 +75,10 @@ class FactModel(BaseModel):
     def _drop_computed(cls, data: Any) -> Any:
         # Computed values (memory_used_pct ...) appear in a plain model_dump: reading such
         # a dump back must work, and they are recomputed anyway.
-        computed = cls.model_computed_fields
-        if isinstance(data, dict) and computed and any(k in data for k in computed):
+        computed = _COMPUTED.get(cls)
+        if computed is None:  # looked up once per class: this runs for every model built
+            computed = _COMPUTED[cls] = frozenset(cls.model_computed_fields)
+        if computed and isinstance(data, dict) and not computed.isdisjoint(data):
             return {k: v for k, v in data.items() if k not in computed}
         return data
 
@@ -110,6 +115,10 @@ class HostFacts(FactModel):
         "%", "busy time (100 - idle - iowait) of the busiest core"
     )
     cores_saturated: int | None = fact("cores", "cores more than 90% busy over the window")
+    busiest_numa_node: int | None = fact("", "NUMA node whose CPUs were busiest (mpstat -N)")
+    busiest_numa_node_busy_pct: float | None = fact(
+        "%", "busy time (100 - idle - iowait) of the busiest NUMA node's CPUs"
+    )
     load_1m: float | None = fact("", "1-minute load average")
     load_5m: float | None = fact("", "5-minute load average")
     load_15m: float | None = fact("", "15-minute load average")
@@ -208,6 +217,9 @@ class GpuFacts(FactModel):
     serial: str | None = fact("", "board serial number")
     pci_bus_id: str | None = fact("", "PCI address, normalised to dddd:bb:dd.f lower case")
     numa_node: int | None = fact("", "NUMA node of the GPU's PCI slot (-1 when none)")
+    gpu_numa_id: int | None = fact(
+        "", "NUMA node of the GPU's own memory (Grace / coherent systems; topo -m GPU NUMA ID)"
+    )
     driver_version: str | None = fact("", "driver version")
     cuda_version: str | None = fact("", "CUDA version supported by the driver")
     vbios_version: str | None = fact("", "VBIOS version")
@@ -346,6 +358,18 @@ class TopoFacts(FactModel):
     a_pci_bus_id: str | None = fact("", "PCI address of the first device when known")
     b_pci_bus_id: str | None = fact("", "PCI address of the second device when known")
     connection: str | None = fact("", "X, SYS, NODE, PHB, PXB, PIX or NV<n> (NVLink with n links)")
+    p2p_read: str | None = fact(
+        "",
+        "P2P read status (topo -p2p r): OK, NS not supported, CNS chipset not supported, "
+        "GNS GPU not supported, TNS topology not supported, U unknown",
+    )
+    p2p_write: str | None = fact("", "P2P write status (topo -p2p w), codes as p2p_read")
+    p2p_nvlink: str | None = fact("", "P2P over NVLink status (topo -p2p n), codes as p2p_read")
+    p2p_atomics: str | None = fact("", "P2P atomics status (topo -p2p a), codes as p2p_read")
+    p2p_prop: str | None = fact("", "P2P prop status (topo -p2p p), codes as p2p_read")
+    p2p_status: str | None = fact(
+        "", "topo -p2p status when the capability (r/w/n/a/p) was not given, codes as p2p_read"
+    )
 
     @computed_field(  # type: ignore[prop-decorator]
         description="index of the first device when it is a GPU (GPU3 -> 3)",
@@ -377,6 +401,21 @@ class PcieLinkFacts(FactModel):
     width: int | None = fact("lanes", "current link width")
     width_max: int | None = fact("lanes", "link width capability")
     numa_node: int | None = fact("", "NUMA node of the slot (-1 when none)")
+    secondary_bus: int | None = fact("", "bridges: first bus number behind the bridge")
+    subordinate_bus: int | None = fact("", "bridges: last bus number behind the bridge")
+    iommu_group: int | None = fact("", "IOMMU group of the device (lspci -vv 'IOMMU group')")
+    acs_capable: bool | None = fact("", "the port has Access Control Services (an ACSCap line)")
+    acs_src_valid: bool | None = fact("", "ACSCtl SrcValid+: source validation enabled")
+    acs_trans_blk: bool | None = fact("", "ACSCtl TransBlk+: translation blocking enabled")
+    acs_req_redir: bool | None = fact(
+        "", "ACSCtl ReqRedir+: peer requests redirected upstream (through the IOMMU)"
+    )
+    acs_cmplt_redir: bool | None = fact(
+        "", "ACSCtl CmpltRedir+: peer completions redirected upstream"
+    )
+    acs_upstream_fwd: bool | None = fact("", "ACSCtl UpstreamFwd+: upstream forwarding enabled")
+    acs_egress_ctrl: bool | None = fact("", "ACSCtl EgressCtrl+: egress control enabled")
+    acs_direct_trans: bool | None = fact("", "ACSCtl DirectTrans+: direct translated P2P enabled")
 
 
 class NicFacts(FactModel):
@@ -500,6 +539,23 @@ class NvlinkErrorEvent(KernelEvent):
 
     link: int | None = fact("", "link number when printed")
     message: str | None = fact("", "the text logged")
+
+
+class PcieLimitEvent(KernelEvent):
+    """A PCIe device that trained below what it and its slot can do, as the kernel logs it
+    at enumeration or driver load ("... available PCIe bandwidth, limited by ..."). One per
+    device: a later report of the same device replaces the reading. ``pci_bus_id`` is the
+    device; ``limited_at`` the link that limits it (may be a switch or root port above)."""
+
+    driver: str | None = fact("", "driver named in the line ('pci' at enumeration, 'nvidia' ...)")
+    available_gbps: float | None = fact("Gb/s", "bandwidth the device gets")
+    speed_gts: float | None = fact("GT/s", "speed of the limiting link")
+    width: int | None = fact("lanes", "width of the limiting link")
+    limited_at: str | None = fact("", "PCI address of the limiting link, normalised")
+    capable_gbps: float | None = fact("Gb/s", "bandwidth the device is capable of")
+    capable_speed_gts: float | None = fact("GT/s", "speed the device is capable of")
+    capable_width: int | None = fact("lanes", "width the device is capable of")
+    device_is_gpu: bool | None = fact("", "the device is an NVIDIA GPU")
 
 
 # --------------------------------------------------------------------------- history
@@ -708,6 +764,7 @@ class Facts(BaseModel):
     bus_losses: list[BusLossEvent] = Field(default_factory=list)
     ooms: list[OomKillEvent] = Field(default_factory=list)
     nvlink_errors: list[NvlinkErrorEvent] = Field(default_factory=list)
+    pcie_limits: list[PcieLimitEvent] = Field(default_factory=list)
     xid_history: list[XidHistory] = Field(default_factory=list)
     driver: DriverFacts | None = None
     errors: list[ErrorTextEvent] = Field(default_factory=list)

@@ -121,6 +121,6 @@ def run_loop(
             slot = int((time.monotonic() - start) // interval_s) + 1
             stop.wait(max(0.0, start + slot * interval_s - time.monotonic()))
     finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
     return code
