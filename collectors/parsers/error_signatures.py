@@ -774,7 +774,7 @@ SIGNATURES: tuple[Signature, ...] = (
         "nccl",
         phrase("failed to extend /dev/shm/") + r"[^\n]{0,120}?" + phrase("No space left on device"),
         True,
-        keys=("/dev/shm/",),
+        keys=("/dev/shm/",),  # noqa: S108 - a text to find, not a path used
     ),
     Signature(
         "nccl-using-socket",
