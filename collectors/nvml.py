@@ -14,6 +14,7 @@ whatever the GPU count.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -115,6 +116,9 @@ _FI_MEMORY_TEMP = 82
 _FI_NVLINK_LINK_COUNT = 91
 _FI_NVLINK_GET_SPEED = 164
 _FI_GPU_RECOVERY_ACTION = 230
+# nvmlGpuFabricState_t and NVML_GPU_FABRIC_HEALTH_SUMMARY_*
+_FABRIC_STATES = {0: "not_supported", 1: "not_started", 2: "in_progress", 3: "completed"}
+_FABRIC_HEALTH = {0: "not_supported", 1: "healthy", 2: "unhealthy", 3: "limited_capacity"}
 
 _RECOVERY_ACTIONS: dict[int, RecoveryAction] = {
     0: RecoveryAction.NONE,
@@ -440,6 +444,8 @@ class NvmlCollector:
             self._sample_utilisation(q, window_end)
             self._state(q)
             self._memory_errors(q)
+            self._sram(q)
+            self._fabric(q)
             self._pcie_and_modes(q)
             self._processes(q, ctx, res)
             self._nvlinks(q, res)
@@ -642,6 +648,59 @@ class NvmlCollector:
             g.remapped_rows_uncorrectable = int(unc)
             g.remapped_rows_pending = bool(pending)
             g.remapped_rows_failure = bool(failure)
+
+    def _sram(self, q: _Query) -> None:
+        """SRAM ECC counters and NVIDIA's SRAM threshold flag (R550+, Ampere and later)."""
+        g, nv = q.gpu, q.nv
+        fields = ["sram_corrected", "sram_uncorrected", "sram_threshold_exceeded"]
+        struct_t = getattr(nv, "c_nvmlEccSramErrorStatus_v1_t", None)
+        if struct_t is None:
+            q.mark(
+                g, fields, UnavailableReason.NOT_SUPPORTED, "SRAM status: not in this nvidia-ml-py"
+            )
+            return
+        status = struct_t()
+        status.version = getattr(nv, "nvmlEccSramErrorStatus_v1", 0)
+        got = q.call(g, fields, ["nvmlDeviceGetSramEccErrorStatus"], q.handle, ctypes.byref(status))
+        if got is _MISSING:
+            return
+        g.sram_corrected = int(status.aggregateCor)
+        g.sram_uncorrected = int(status.aggregateUncParity) + int(status.aggregateUncSecDed)
+        g.sram_threshold_exceeded = bool(status.bThresholdExceeded)
+
+    def _fabric(self, q: _Query) -> None:
+        """NVLink fabric registration (NVSwitch / multi-node NVLink systems) and its health."""
+        g, nv = q.gpu, q.nv
+        fields = ["fabric_state", "fabric_status", "fabric_health"]
+        struct_t = getattr(nv, "c_nvmlGpuFabricInfo_v3_t", None)
+        if struct_t is None:
+            q.mark(
+                g, fields, UnavailableReason.NOT_SUPPORTED, "fabric info: not in this nvidia-ml-py"
+            )
+            return
+        info = struct_t()
+        info.version = getattr(nv, "nvmlGpuFabricInfo_v3", 0)
+        got = q.call(g, fields, ["nvmlDeviceGetGpuFabricInfoV"], q.handle, ctypes.byref(info))
+        if got is _MISSING:
+            return
+        state = _FABRIC_STATES.get(int(info.state))
+        if state is None or state == "not_supported":
+            reason = UnavailableReason.NOT_SUPPORTED if state else UnavailableReason.ERROR
+            q.mark(g, fields, reason, f"fabric state {int(info.state)}")
+            return
+        g.fabric_state = state
+        if state == "completed":
+            code = int(info.status)
+            g.fabric_status = "success" if code == 0 else _error_text(nv, code)
+        else:
+            g.mark_unavailable("fabric_status", UnavailableReason.NOT_SUPPORTED, f"state {state}")
+        health = _FABRIC_HEALTH.get(int(info.healthSummary))
+        if health is None or health == "not_supported":
+            g.mark_unavailable(
+                "fabric_health", UnavailableReason.NOT_SUPPORTED, "no health summary"
+            )
+        else:
+            g.fabric_health = health
 
     def _pcie_and_modes(self, q: _Query) -> None:
         g, h = q.gpu, q.handle

@@ -25,16 +25,19 @@ class EvalInput:
     hostname: str = ""
     taken_at: datetime | None = None
     _gpu_by_bus: dict[str, FactModel] | None = None
-    # aggregate node id -> value, for aggregates that do not depend on the binding
-    aggregate_cache: dict[int, Any] = field(default_factory=dict)
+    # aggregate indexes and item groupings of this evaluation (engine.aggregates)
+    aggregate_cache: dict[Any, Any] = field(default_factory=dict)
+    # kind -> every item field the rulebook reads: items equal in these are grouped once
+    kind_fields: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
     @classmethod
     def from_snapshot(cls, snap: Snapshot) -> EvalInput:
         return cls(snap.facts, kind_availability(snap), snap.hostname, snap.taken_at)
 
     def items(self, kind: str) -> list[FactModel]:
+        """The items of a kind (the facts' own list: read it, do not change it)."""
         value = getattr(self.facts, _ATTR[kind])
-        return list(value) if isinstance(value, list) else ([value] if value is not None else [])
+        return value if isinstance(value, list) else ([value] if value is not None else [])
 
     def singleton(self, kind: str) -> FactModel | None:
         value = getattr(self.facts, _ATTR[kind])

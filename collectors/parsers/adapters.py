@@ -7,9 +7,13 @@ Runbook steps name these (``parser: nvidia-smi-q``) so their output becomes fact
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from gpu_triage.collectors.parsers import ParseError
-from gpu_triage.model.facts import Facts, HostFacts, SchedulerFacts
+from gpu_triage.model.facts import Facts, GpuFacts, HostFacts, SchedulerFacts
+
+if TYPE_CHECKING:
+    from gpu_triage.collectors.parsers.topo import Topology
 
 TextParserFn = Callable[[str, str], Facts]
 
@@ -103,7 +107,24 @@ def nvidia_smi_nvlink(text: str, source: str = "nvidia-smi nvlink") -> Facts:
 def nvidia_smi_topo(text: str, source: str = "nvidia-smi topo -m") -> Facts:
     from gpu_triage.collectors.parsers.topo import parse_topo_matrix
 
-    return Facts(topology=parse_topo_matrix(text, source).pairs)
+    topo = parse_topo_matrix(text, source)
+    return Facts(topology=topo.pairs, gpus=_topo_gpus(topo, source))
+
+
+def _topo_gpus(topo: Topology, source: str) -> list[GpuFacts]:
+    """The affinity columns as GPU facts (CPU list, NUMA node, GPU NUMA ID) by index."""
+    gpus: dict[str, GpuFacts] = {}
+    for table, field in (
+        (topo.cpu_affinity, "cpu_affinity"),
+        (topo.numa_node, "numa_node"),
+        (topo.gpu_numa_id, "gpu_numa_id"),
+    ):
+        for name, value in table.items():
+            if value is None or not name.startswith("GPU") or not name[3:].isdigit():
+                continue
+            gpu = gpus.setdefault(name, GpuFacts(index=int(name[3:]), source=source))
+            setattr(gpu, field, value)
+    return list(gpus.values())
 
 
 def lspci(text: str, source: str = "lspci -vv") -> Facts:

@@ -7,8 +7,24 @@ from __future__ import annotations
 import argparse
 import sys
 
+if sys.argv[1:2] == ["run"] and not any("reference" in a for a in sys.argv):
+    # An unattended run evaluates on the durable_rules worker: start its process first,
+    # so it starts up beside the imports below rather than after them (cold start).
+    from gpu_triage.engine.durable_worker import prespawn
+
+    prespawn()
+
 from gpu_triage import __version__
-from gpu_triage.cli import check, collect, explain, facts, fleet, rules, run, tui_launch
+from gpu_triage.cli import (
+    check,
+    collect,
+    explain,
+    facts,
+    fleet,
+    rules,
+    run,
+    tui_launch,
+)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -278,6 +278,29 @@ class GpuFacts(FactModel):
     remapped_rows_failure: bool | None = fact(
         "", "row remapping failed (no spare rows): an RMA criterion"
     )
+    sram_corrected: int | None = fact("errors", "corrected SRAM ECC errors, lifetime")
+    sram_uncorrected: int | None = fact(
+        "errors", "uncorrected SRAM ECC errors (parity + SEC-DED), lifetime"
+    )
+    sram_threshold_exceeded: bool | None = fact(
+        "", "the driver's SRAM error threshold flag is set (field diagnostics, RMA path)"
+    )
+    fabric_state: str | None = fact(
+        "", "NVLink fabric registration: not_supported, not_started, in_progress, completed"
+    )
+    fabric_status: str | None = fact(
+        "", "result of fabric registration once completed: success, or the error NVML names"
+    )
+    fabric_health: str | None = fact(
+        "", "NVML fabric health summary: healthy, unhealthy, limited_capacity, not_supported"
+    )
+    # Between this run and the previous one of the unattended history (ops/history.py).
+    ecc_corrected_delta: int | None = fact(
+        "errors", "lifetime corrected ECC errors added since the previous run"
+    )
+    counters_interval_s: float | None = fact(
+        "s", "seconds between the previous run's counters and these (for the deltas)"
+    )
     pcie_link_gen: int | None = fact("gen", "current PCIe link generation")
     pcie_link_gen_max: int | None = fact("gen", "maximum PCIe generation of GPU and slot")
     pcie_link_width: int | None = fact("lanes", "current PCIe link width")
@@ -345,6 +368,12 @@ class NvlinkFacts(FactModel):
     replay_errors: int | None = fact("errors", "data-link replay errors")
     recovery_errors: int | None = fact("errors", "data-link recovery events")
     crc_errors: int | None = fact("errors", "CRC flit errors")
+    replay_errors_delta: int | None = fact("errors", "replay errors added since the previous run")
+    recovery_errors_delta: int | None = fact(
+        "errors", "recovery events added since the previous run"
+    )
+    crc_errors_delta: int | None = fact("errors", "CRC flit errors added since the previous run")
+    counters_interval_s: float | None = fact("s", "seconds since the previous run's counters")
 
 
 # --------------------------------------------------------------------------- links, ports
@@ -449,6 +478,12 @@ class IbPortFacts(FactModel):
     link_downed: int | None = fact("events", "times the link went down")
     rcv_errors: int | None = fact("errors", "port receive errors")
     xmit_discards: int | None = fact("packets", "transmit discards")
+    link_downed_delta: int | None = fact(
+        "events", "times the link went down since the previous run (flaps)"
+    )
+    symbol_errors_delta: int | None = fact("errors", "symbol errors added since the previous run")
+    rcv_errors_delta: int | None = fact("errors", "receive errors added since the previous run")
+    counters_interval_s: float | None = fact("s", "seconds since the previous run's counters")
 
 
 # --------------------------------------------------------------------------- events
@@ -490,6 +525,55 @@ class XidEvent(KernelEvent):
     catalog_severity: str | None = fact("", "the rulebook's severity for the code")
     site_action: str | None = fact("", "the site overlay's action for the code, when set")
     severity: str | None = fact("", "effective severity: the site's when set, else the catalogue's")
+    nvidia_immediate_meaning: str | None = fact(
+        "", "what NVIDIA's immediate bucket asks for, in the catalogue's words"
+    )
+    nvidia_investigatory_meaning: str | None = fact(
+        "", "what NVIDIA's investigatory bucket asks for, in the catalogue's words"
+    )
+    # Filled by the engine before evaluation: how this event groups with others.
+    incident: str | None = fact(
+        "",
+        "incident the event belongs to on its GPU: a new one per process, boot, or burst "
+        "more than two minutes after the last",
+    )
+    # Decoded from the message (gpu_triage.model.xid_message) and the rulebook's decode
+    # tables (rulebook/xid/nvlink-decode.yaml) before evaluation.
+    nvlink_link: int | None = fact("", "NVLink link number the message names (Xid 74, 144-150)")
+    nvlink_fatal_printed: bool | None = fact(
+        "", "the NVLink message says fatal (true) or nonfatal (false)"
+    )
+    xid74_registers: str | None = fact("", "the seven Xid 74 registers as printed, Reg0 first")
+    xid74_class: str | None = fact(
+        "",
+        "worst class of the Xid 74 register bits set: fabric_reset, hardware, field_diag, "
+        "signal_integrity, ecc_threshold, ecc_parity, report_if_repeated, unexpected, unlisted, "
+        "sympathetic, ignore",
+    )
+    xid74_decode: str | None = fact("", "each Xid 74 register bit set and what NVIDIA says of it")
+    nvlink_unit: str | None = fact("", "NVLink5 sub component the Xid 144-150 line names")
+    nvlink_intr_info: int | None = fact("", "NVLink5 intrInfo word of the line")
+    nvlink_error_status: int | None = fact("", "NVLink5 errorStatus word of the line")
+    nvlink_reason: int | None = fact("", "IntrInfo[25:20]: the reason code of a NETIR link event")
+    nvlink_subcode: int | None = fact(
+        "", "subcode: IntrInfo[9:5] before driver R575, IntrInfo[6:0] from R575"
+    )
+    decode_immediate: str | None = fact(
+        "", "immediate bucket of the NVIDIA decode row the NVLink5 line matches"
+    )
+    decode_immediate_meaning: str | None = fact("", "what that immediate bucket asks for")
+    decode_severity: str | None = fact(
+        "", "severity of that decode row: fatal, link_fatal, non_fatal"
+    )
+    decode_investigatory: str | None = fact("", "investigatory bucket of that decode row")
+    decode_investigatory_meaning: str | None = fact("", "what that investigatory bucket asks for")
+    decode_promoted: str | None = fact(
+        "", "the action the decode row is promoted to when the status repeats"
+    )
+    decode_summary: str | None = fact("", "the decode row in words: unit, status, buckets")
+    recovery_action_to: str | None = fact(
+        "", "recovery action an Xid 154 line changed to (none, gpu_reset, node_reboot, ...)"
+    )
 
 
 class SxidEvent(KernelEvent):

@@ -12,6 +12,12 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from gpu_triage import __version__
 from gpu_triage.model.facts import Facts
+from gpu_triage.model.limits import (
+    MAX_SNAPSHOT_BYTES,
+    SnapshotTooLarge,
+    check_counts,
+    counts_of,
+)
 
 SCHEMA_VERSION = 1
 # The status of the unattended history store: not a collection of this node's state.
@@ -68,6 +74,12 @@ class SnapshotError(Exception):
 def load_snapshot(path: str | os.PathLike[str]) -> Snapshot:
     p = Path(path)
     try:
+        size = p.stat().st_size
+        if size > MAX_SNAPSHOT_BYTES:
+            raise SnapshotError(
+                f"{p}: {size:,} bytes, larger than a snapshot of one node can be "
+                f"(at most {MAX_SNAPSHOT_BYTES:,})"
+            )
         text = p.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise SnapshotError(f"{p}: no such snapshot file") from None
@@ -93,6 +105,12 @@ def parse_snapshot(text: str, name: str = "<snapshot>") -> Snapshot:
             f"{name}: unknown snapshot schema_version {version!r} "
             f"(this gpu-triage reads version {SCHEMA_VERSION})"
         )
+    facts = data.get("facts")
+    if isinstance(facts, dict):
+        try:  # before validating: a snapshot ten times too large would take minutes
+            check_counts(counts_of(facts), name)
+        except SnapshotTooLarge as exc:
+            raise SnapshotError(str(exc)) from None
     try:
         return Snapshot.model_validate(data)
     except ValidationError as exc:

@@ -17,6 +17,7 @@ from gpu_triage.engine.findings import Cleared, FindingsDocument
 from gpu_triage.io.files import write_atomic
 from gpu_triage.model.facts import XidHistory
 from gpu_triage.model.snapshot import HISTORY_SOURCE, CollectorState, CollectorStatus, Snapshot
+from gpu_triage.ops.counters import CounterLedger
 
 
 @dataclass
@@ -110,6 +111,7 @@ class History:
     seen: dict[str, Seen] = field(default_factory=dict)
     path: Path | None = None
     xids: XidLedger = field(default_factory=lambda: XidLedger())
+    counters: CounterLedger = field(default_factory=lambda: CounterLedger())
 
     @staticmethod
     def key(rule_id: str, subject_key: str) -> str:
@@ -132,6 +134,7 @@ class History:
                     datetime.fromisoformat(v["last_seen"]),
                 )
             h.xids = XidLedger.from_json(data.get("xids") or {})
+            h.counters = CounterLedger.from_json(data.get("counters") or {})
         except (OSError, ValueError, KeyError, TypeError) as exc:
             # A damaged state file costs the first-seen times, never the run.
             print(f"gpu-triage: ignoring unreadable state file {path}: {exc}", file=sys.stderr)
@@ -178,5 +181,6 @@ class History:
                 for k, s in self.seen.items()
             },
             "xids": self.xids.to_json(),
+            "counters": self.counters.to_json(),
         }
         write_atomic(self.path, json.dumps(data, indent=1) + "\n")

@@ -78,8 +78,10 @@ def run_once(spec: RunSpec, now: datetime | None = None) -> FindingsDocument:
     snap, source = spec.get_snapshot()
     now = now or datetime.now(UTC)
     spec.history.xids.prepare(snap)
+    spec.history.counters.prepare(snap, now)
     doc = evaluate(snap, spec.book, engine=spec.engine, source=source)
     spec.history.xids.record(snap, now)
+    spec.history.counters.record(snap, now)
     if spec.min_severity != "info":
         floor = SEVERITIES.index(spec.min_severity)
         doc.findings = [f for f in doc.findings if SEVERITIES.index(f.severity.value) >= floor]

@@ -9,8 +9,8 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from pathlib import Path
 
-from gpu_triage.facts import BusLossEvent, Facts, GpuFacts, HostFacts, UnavailableReason, XidEvent
-from gpu_triage.snapshot import CollectorState, CollectorStatus, Snapshot, dump_snapshot
+from gpu_triage.model.facts import BusLossEvent, Facts, GpuFacts, HostFacts, UnavailableReason, XidEvent
+from gpu_triage.model.snapshot import CollectorState, CollectorStatus, Snapshot, dump_snapshot
 
 HERE = Path(__file__).parent
 WHEN = datetime(2026, 11, 30, 3, 0, tzinfo=UTC)
@@ -56,6 +56,11 @@ def h100(i: int, **kw: object) -> GpuFacts:
         remapped_rows_uncorrectable=0,
         remapped_rows_pending=False,
         remapped_rows_failure=False,
+        sram_corrected=0,
+        sram_uncorrected=0,
+        sram_threshold_exceeded=False,
+        fabric_state="completed",
+        fabric_status="success",
         pcie_link_gen=5,
         pcie_link_gen_max=5,
         pcie_link_width=16,
