@@ -243,6 +243,14 @@ _KINDS: list[_Kind] = [
         identity=("signature", "pci_bus_id", "value"),
     ),
     _Kind(
+        "diag",
+        "diags",
+        f.DiagResult,
+        ("dcgm_diag", "text:diag"),
+        identity=("test", "gpu_index"),
+        match_fields=("test", "gpu_index"),
+    ),
+    _Kind(
         "scheduler",
         "scheduler",
         f.SchedulerFacts,
