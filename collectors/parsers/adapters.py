@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from gpu_triage.collectors.parsers import ParseError
 from gpu_triage.model.facts import Facts, GpuFacts, HostFacts, SchedulerFacts
 
 if TYPE_CHECKING:
@@ -222,3 +223,19 @@ proc_pressure = _pressure(None)
 proc_pressure_cpu = _pressure("cpu")
 proc_pressure_io = _pressure("io")
 proc_pressure_memory = _pressure("memory")
+
+
+def dcgmi_diag(text: str, source: str = "dcgmi diag") -> Facts:
+    from gpu_triage.collectors.parsers.dcgm_diag import parse_dcgmi_diag
+
+    run = parse_dcgmi_diag(text, source)
+    if run.error and not run.results:
+        raise ParseError(f"the diagnostic did not run: {run.error}", source=source)
+    return Facts(diags=run.results)
+
+
+def nvidia_smi_xml(text: str, source: str = "nvidia-smi -q -x") -> Facts:
+    from gpu_triage.collectors.parsers.nvidia_smi.xml import parse_nvidia_smi_xml
+
+    r = parse_nvidia_smi_xml(text, source)
+    return Facts(gpus=r.gpus, host=_driver_host(r.driver_version, r.cuda_version, r.attached_gpus))
