@@ -87,12 +87,13 @@ class _Gpus:
     def add(self, g: Any) -> None:
         if g.pci_bus_id:
             self.by_bus.setdefault(g.pci_bus_id, g)
-        if g.index is not None:
-            self.by_index.setdefault(g.index, g)
+        index = g.index
+        if index is not None:
+            self.by_index.setdefault(index, g)
             if not g.pci_bus_id:
-                self.no_bus.setdefault(g.index, g)
-            elif self.no_bus.get(g.index) is g:
-                del self.no_bus[g.index]
+                self.no_bus.setdefault(index, g)
+            elif self.no_bus.get(index) is g:  # it has a bus id now
+                del self.no_bus[index]
 
     def match(self, item: Any) -> Any | None:
         if item.pci_bus_id and item.pci_bus_id in self.by_bus:
