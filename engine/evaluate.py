@@ -612,9 +612,10 @@ class CompetingCauses:
             )
         reason = "no items to evaluate"
         if related:
-            trace: list[Clause] = []
-            Evaluator(inp, related[0], concl, trace).evaluate(other.expr)
-            reason = first_false_clause(trace) or "condition false"
+            from gpu_triage.engine.why import deciding_reason, why_tree
+
+            tree = why_tree(Evaluator(inp, related[0], concl), other.expr)
+            reason = deciding_reason(tree) or "condition false"
         return RuledOut(rule_id=other.id, title=title, status="not_fired", reason=reason)
 
 

@@ -12,6 +12,7 @@ from gpu_triage.engine.enrich import enrich
 from gpu_triage.engine.evaluate import decide
 from gpu_triage.engine.inputs import EvalInput, bindings, subject_label
 from gpu_triage.engine.reference import Clause, Conclusions, Evaluator
+from gpu_triage.engine.why import WhyNode, deciding_reason, render_tree, why_tree
 
 
 @dataclass
@@ -21,6 +22,8 @@ class BindingExplanation:
     clauses: list[Clause] = field(default_factory=list)
     first_failed: Clause | None = None
     missing: list[str] = field(default_factory=list)
+    tree: WhyNode | None = None
+    decided_by: str = ""
 
 
 @dataclass
@@ -56,7 +59,9 @@ def explain(inp: EvalInput, book: Rulebook, rule_id: str) -> Explanation:
     binds = bindings(inp, rule.iter_kinds, rule.join_gpu)
     for b in binds:
         trace: list[Clause] = []
-        v = Evaluator(inp, b, concl, trace).evaluate(rule.expr)
+        ev = Evaluator(inp, b, concl, trace)
+        v = ev.evaluate(rule.expr)
+        tree = why_tree(ev, rule.expr)
         if v.value is True:
             outcome = "fired"
         elif v.value is None:
@@ -64,7 +69,10 @@ def explain(inp: EvalInput, book: Rulebook, rule_id: str) -> Explanation:
             outcome = "needs confirmation" if asks else "cannot evaluate"
         else:
             outcome = "not fired"
-        first = next((c for c in trace if c.result is False), None) if v.value is False else None
+        first = None
+        if v.value is False:
+            leaf = next((n for n in _leaves(tree) if n.deciding and n.result is False), None)
+            first = next((c for c in trace if leaf and c.text == leaf.text), None)
         out.append(
             BindingExplanation(
                 subject_label(b, inp.hostname),
@@ -72,6 +80,8 @@ def explain(inp: EvalInput, book: Rulebook, rule_id: str) -> Explanation:
                 trace,
                 first,
                 sorted({str(m) for m in v.missing}),
+                tree,
+                deciding_reason(tree),
             )
         )
     note = ""
@@ -106,15 +116,16 @@ def render_explanation(x: Explanation) -> str:
     for b in x.bindings:
         lines.append("")
         lines.append(f"{b.subject}: {b.outcome.upper()}")
-        for c in b.clauses:
-            mark = {True: "true ", False: "FALSE", None: "?    "}[c.result]
-            values = ", ".join(f"{k} = {_fmt(v)}" for k, v in c.values.items())
-            lines.append(f"  [{mark}] {c.text}" + (f"    ({values})" if values else ""))
-        if b.first_failed is not None:
-            vals = ", ".join(f"{k} = {_fmt(v)}" for k, v in b.first_failed.values.items())
-            lines.append(
-                f"  first failing clause: {b.first_failed.text}" + (f" with {vals}" if vals else "")
-            )
+        if b.tree is not None:
+            lines += render_tree(b.tree)
+            lines.append(f"  decided by: {b.decided_by}")
         for m in b.missing:
             lines.append(f"  missing: {m}")
     return "\n".join(lines)
+
+
+def _leaves(n: WhyNode) -> list[WhyNode]:
+    """Leaves on the deciding path, in order."""
+    if not n.children:
+        return [n]
+    return [x for k in n.children if k.deciding for x in _leaves(k)]

@@ -221,7 +221,7 @@ def test_cli_explain_fired_and_not_fired() -> None:
         check=True,
     ).stdout
     assert "GPU 0 (0000:18:00.0): FIRED" in fired
-    assert "[true ] host.cpu_iowait_pct > 20    (host.cpu_iowait_pct = 38)" in fired
+    assert "[true ] host.cpu_iowait_pct > 20 (host.cpu_iowait_pct = 38)" in fired
     quiet = subprocess.run(
         [sys.executable, "-m", "gpu_triage", "explain", "pcie-link-downgraded", "--snapshot", snap],
         capture_output=True,
@@ -230,8 +230,8 @@ def test_cli_explain_fired_and_not_fired() -> None:
     ).stdout
     assert "NOT FIRED" in quiet
     assert (
-        "first failing clause: gpu.pcie_link_width < gpu.pcie_link_width_max with "
-        "gpu.pcie_link_width = 16, gpu.pcie_link_width_max = 16"
+        "decided by: gpu.pcie_link_width < gpu.pcie_link_width_max "
+        "(gpu.pcie_link_width = 16, gpu.pcie_link_width_max = 16) is false"
     ) in quiet
 
 
