@@ -8,6 +8,8 @@ recorded as a failure of that collector alone.
 
 from __future__ import annotations
 
+import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
@@ -33,13 +35,25 @@ class CollectContext:
     kernel_log_file: Path | None = None  # read this file instead of journalctl/dmesg
     since_s: float = 2 * 3600.0  # how far back to read the kernel log
     raw: list[RawOutput] = field(default_factory=list)
+    # Directories searched for commands before the fixed PATH (fakes in tests, a site's
+    # tools); None: the fixed PATH alone.
+    search_path: str | None = None
+    # Set by the runner when it gives up on the collector (its deadline passed, or the
+    # run is stopping): the command running is killed at once.
+    cancel: threading.Event = field(default_factory=threading.Event)
+    deadline: float | None = None  # time.monotonic() by which the collector must be done
+    commands: list[CommandResult] = field(default_factory=list)  # what ctx.run ran
+
+    def timed_out_commands(self) -> list[CommandResult]:
+        """Commands that existed but did not answer in time (a failure, not an absence)."""
+        return [r for r in self.commands if r.timed_out or r.cancelled]
 
     def path(self, *parts: str) -> Path:
         """A path under the root, e.g. ``ctx.path('proc', 'stat')``."""
         return self.root.joinpath(*parts)
 
-    def keep_raw(self, collector: str, source: str, text: str) -> None:
-        truncated = len(text) > MAX_RAW_CHARS
+    def keep_raw(self, collector: str, source: str, text: str, truncated: bool = False) -> None:
+        truncated = truncated or len(text) > MAX_RAW_CHARS
         self.raw.append(
             RawOutput(
                 collector=collector, source=source, text=text[:MAX_RAW_CHARS], truncated=truncated
@@ -47,10 +61,15 @@ class CollectContext:
         )
 
     def run(self, collector: str, argv: list[str], timeout_s: float | None = None) -> CommandResult:
-        """Run a command and keep its output as raw evidence."""
-        res = run_command(argv, timeout_s or self.command_timeout_s)
+        """Run a command and keep its output as raw evidence. It ends by the collector's
+        deadline at the latest, and at once when the runner cancels the collector."""
+        timeout = timeout_s or self.command_timeout_s
+        if self.deadline is not None:
+            timeout = min(timeout, max(self.deadline - time.monotonic(), 0.0))
+        res = run_command(argv, timeout, cancel=self.cancel, search_path=self.search_path)
+        self.commands.append(res)
         if not res.missing:
-            self.keep_raw(collector, " ".join(argv), res.stdout)
+            self.keep_raw(collector, " ".join(argv), res.stdout, res.truncated)
         return res
 
 

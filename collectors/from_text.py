@@ -14,7 +14,13 @@ from gpu_triage.collectors.parsers.registry import get_parser
 from gpu_triage.collectors.runner import tie_to_gpus
 from gpu_triage.model.catalog import kinds
 from gpu_triage.model.facts import Facts
-from gpu_triage.model.snapshot import CollectorState, CollectorStatus, RawOutput, Snapshot
+from gpu_triage.model.snapshot import (
+    TEXT_PREFIX,
+    CollectorState,
+    CollectorStatus,
+    RawOutput,
+    Snapshot,
+)
 
 
 def snapshot_from_texts(items: list[tuple[str, Path]], description: str = "") -> Snapshot:
@@ -24,7 +30,7 @@ def snapshot_from_texts(items: list[tuple[str, Path]], description: str = "") ->
     for parser_name, path in items:
         parser = get_parser(parser_name)  # KeyError names the known parsers
         text = path.read_bytes().decode("utf-8", errors="replace")
-        name = f"text:{parser_name}:{path.name}"
+        name = f"{TEXT_PREFIX}{parser_name}:{path.name}"
         start = time.monotonic()
         try:
             part = parser(text, str(path))

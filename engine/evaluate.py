@@ -32,6 +32,7 @@ from gpu_triage.engine.findings import (
 )
 from gpu_triage.engine.inputs import Binding, EvalInput, bindings, subject_key, subject_label
 from gpu_triage.engine.reference import Clause, Conclusions, Evaluator, Missing, Val
+from gpu_triage.engine.verdict import judge
 from gpu_triage.model.catalog import kinds
 from gpu_triage.model.snapshot import Snapshot
 
@@ -112,6 +113,8 @@ def evaluate(
     )
     doc.collectors = list(collectors)
     doc.snapshot_source = source
+    code, doc.verdict = judge(doc.summary.critical, doc.summary.warning, doc.collectors, inp.facts)
+    doc.exit_status = int(code)
     return doc
 
 

@@ -60,7 +60,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         return (res.returncode if res.returncode is not None else 127), res.stdout + res.stderr
 
     code, message = integ.slurm_healthcheck(
-        doc, args.node or integ.slurm_node_name(), run, severity=args.severity
+        doc, args.node or integ.slurm_node_name(), run, severity=args.severity, error=error
     )
     print(f"gpu-triage slurm-healthcheck: {message}" + (f" ({error})" if error else ""))
     return code

@@ -7,7 +7,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from gpu_triage.cli.collect import collect_live
+from gpu_triage.cli.collect import add_collector_args, collect_live, collector_options
 from gpu_triage.cli.common import SEVERITIES, add_rules_args, err, load_book, load_snapshot
 from gpu_triage.engine.findings import ExitCode
 from gpu_triage.model.demos import demo_names, demo_snapshot_path
@@ -79,18 +79,22 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     )
     run.add_argument("--engine", choices=("auto", "durable", "reference"), default="auto")
     run.add_argument("--window", type=float, default=1.0, help="sampling window when collecting")
+    add_collector_args(run)
     add_rules_args(run)
 
 
 def cmd_run(args: argparse.Namespace) -> int:
     from gpu_triage.io.files import is_special
 
-    early = _start_collecting(args)  # the window runs while the rulebook loads
+    if args.interval is not None and not args.interval > 0:  # NaN too
+        err("--interval must be positive")
+        return ExitCode.USAGE
+    stop = getattr(args, "stop", None)  # SIGTERM/SIGINT, held by main() in loop mode
+    early = _start_collecting(args, stop)  # the window runs while the rulebook loads
 
     from gpu_triage.engine.loader import RulebookError
-    from gpu_triage.model.snapshot import SnapshotError
     from gpu_triage.ops.history import History
-    from gpu_triage.ops.unattended import RunSpec, run_loop, run_once
+    from gpu_triage.ops.unattended import RunError, RunSpec, Stopped, run_loop, run_once
 
     try:
         book = load_book(args)
@@ -106,9 +110,6 @@ def cmd_run(args: argparse.Namespace) -> int:
         except ValueError as exc:
             err(str(exc))
             return ExitCode.USAGE
-    if args.interval is not None and args.interval <= 0:
-        err("--interval must be positive")
-        return ExitCode.USAGE
 
     try:
         supplied = _supplied_facts(args)
@@ -122,7 +123,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         elif early:  # the first live run was started before the rulebook loaded
             snap, source = early.pop().result(), "live"
         else:
-            snap, source = collect_live(window=args.window, kernel_log=args.kernel_log), "live"
+            snap, source = collect_live(**_collect_options(args, stop)), "live"
+        if stop is not None and stop.is_set():
+            raise Stopped
         for attr, value in supplied.items():
             if attr == "answers":
                 snap.facts.answers.update(value)
@@ -153,18 +156,21 @@ def cmd_run(args: argparse.Namespace) -> int:
         History.load(state),
         also,
     )
+    if args.interval is not None:
+        if stop is not None and stop.is_set():
+            return ExitCode.UNKNOWN  # stopped while starting: no run was made
+        return run_loop(spec, args.interval, stop=stop)
     try:
-        if args.interval is not None:
-            return run_loop(spec, args.interval)
         doc = run_once(spec)
-    except SnapshotError as exc:
+    except RunError as exc:
         err(str(exc))
         return ExitCode.UNKNOWN
-    except OSError as exc:
-        err(f"cannot write {args.out}: {exc}")
+    except Stopped:
         return ExitCode.UNKNOWN
     if doc.engine.fallback_reason and args.engine != "reference":
         err(f"engine: {doc.engine.name} ({doc.engine.fallback_reason})")
+    if doc.exit_code == ExitCode.UNKNOWN:
+        err(doc.verdict)
     return int(doc.exit_code)
 
 
@@ -175,7 +181,16 @@ def _supplied_facts(args: argparse.Namespace) -> dict[str, Any]:
     return read_supplied(args.site, args.job, args.answers)
 
 
-def _start_collecting(args: argparse.Namespace) -> list[Any]:
+def _collect_options(args: argparse.Namespace, stop: Any) -> dict[str, Any]:
+    return {
+        "window": args.window,
+        "kernel_log": args.kernel_log,
+        "cancel": stop,
+        **collector_options(args),
+    }
+
+
+def _start_collecting(args: argparse.Namespace, stop: Any) -> list[Any]:
     """Start the first live collection in a thread at once: collection does not need the
     rulebook, and the sampling window is most of a run's time."""
     if args.snapshot or args.demo:
@@ -183,6 +198,6 @@ def _start_collecting(args: argparse.Namespace) -> list[Any]:
     from concurrent.futures import ThreadPoolExecutor
 
     pool = ThreadPoolExecutor(1, thread_name_prefix="collect")
-    future = pool.submit(collect_live, window=args.window, kernel_log=args.kernel_log)
+    future = pool.submit(collect_live, **_collect_options(args, stop))
     pool.shutdown(wait=False)
     return [future]

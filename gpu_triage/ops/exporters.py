@@ -42,6 +42,7 @@ def run_record(doc: FindingsDocument, facts: Facts | None = None) -> dict[str, A
         "ts": (doc.snapshot_taken_at or doc.generated_at).astimezone(UTC).isoformat(),
         "host": doc.hostname,
         "exit": int(doc.exit_code),
+        "verdict": doc.verdict,
         "engine": doc.engine.name,
         "rulebook": doc.rulebook.fingerprint,
         "findings": [
@@ -125,8 +126,11 @@ class _Metrics:
 def prometheus_text(
     doc: FindingsDocument, facts: Facts | None = None, now: datetime | None = None
 ) -> str:
-    """Text exposition format for node_exporter's textfile collector."""
+    """Text exposition format for node_exporter's textfile collector. The first line, a
+    comment, says the exit code and why."""
     m = _Metrics()
+    if doc.verdict:
+        m.lines.append(f"# gpu-triage: {' '.join(doc.verdict.split())}")
     m.family(
         "gpu_triage_finding",
         "gauge",
@@ -166,9 +170,17 @@ def prometheus_text(
     m.family(
         "gpu_triage_collector_up",
         "gauge",
-        "1 when the collector ran fine, 0 otherwise (state label says how).",
+        "1 when the collector ran fine, 0 otherwise (state label says how; "
+        "truncated: output cut at the cap, still fine).",
         [
-            ({"collector": c.name, "state": c.state.value}, 1 if c.state.value == "ok" else 0)
+            (
+                {
+                    "collector": c.name,
+                    "state": c.state.value,
+                    "truncated": "yes" if c.truncated else None,
+                },
+                1 if c.state.value == "ok" else 0,
+            )
             for c in doc.collectors
         ],
     )

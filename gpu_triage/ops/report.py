@@ -16,7 +16,8 @@ def _value(v: object) -> str:
 def findings_markdown(doc: FindingsDocument) -> str:
     s = doc.summary
     lines = [
-        f"# gpu-triage report: {doc.hostname or 'unknown host'}",
+        f"# gpu-triage report: {doc.hostname or 'unknown host'}"
+        + (f" — {doc.verdict}" if doc.verdict else ""),
         "",
         f"- Snapshot: {doc.snapshot_taken_at or 'unknown'} ({doc.snapshot_source or 'live'})",
         f"- Engine: {doc.engine.name}"

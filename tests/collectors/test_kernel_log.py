@@ -996,7 +996,7 @@ class FakeCommands:
         self.answers = answers
         self.calls: list[list[str]] = []
 
-    def __call__(self, argv: list[str], timeout_s: float, *, stdin: str | None = None) -> Any:
+    def __call__(self, argv: list[str], timeout_s: float, **_: Any) -> Any:
         self.calls.append(list(argv))
         key = " ".join(argv) if " ".join(argv) in self.answers else argv[0]
         if key not in self.answers:

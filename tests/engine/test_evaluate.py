@@ -71,7 +71,9 @@ def test_unavailable_gpu_collector_is_not_healthy(builtin_book, engine: str) -> 
     miss = {m.path: m for m in f.missing}
     assert miss["gpu.throttle_hw_thermal_slowdown"].reason == "not_collected"
     assert "NVML library not found" in miss["gpu.throttle_hw_thermal_slowdown"].detail
-    assert doc.exit_code == 0 and doc.summary.cannot_evaluate == len(doc.cannot_evaluate)
+    # NVML unavailable while sysfs shows NVIDIA GPUs: never healthy, unknown
+    assert doc.exit_code == 3 and doc.summary.cannot_evaluate == len(doc.cannot_evaluate)
+    assert "GPU facts unavailable" in doc.verdict and "8 NVIDIA PCI device(s)" in doc.verdict
 
 
 @pytest.mark.parametrize("engine", ENGINES)
