@@ -43,6 +43,7 @@ class CollectContext:
     cancel: threading.Event = field(default_factory=threading.Event)
     deadline: float | None = None  # time.monotonic() by which the collector must be done
     commands: list[CommandResult] = field(default_factory=list)  # what ctx.run ran
+    in_command: int = 0  # commands running now (the runner waits for their kill)
 
     def timed_out_commands(self) -> list[CommandResult]:
         """Commands that existed but did not answer in time (a failure, not an absence)."""
@@ -66,7 +67,11 @@ class CollectContext:
         timeout = timeout_s or self.command_timeout_s
         if self.deadline is not None:
             timeout = min(timeout, max(self.deadline - time.monotonic(), 0.0))
-        res = run_command(argv, timeout, cancel=self.cancel, search_path=self.search_path)
+        self.in_command += 1
+        try:
+            res = run_command(argv, timeout, cancel=self.cancel, search_path=self.search_path)
+        finally:
+            self.in_command -= 1
         self.commands.append(res)
         if not res.missing:
             self.keep_raw(collector, " ".join(argv), res.stdout, res.truncated)

@@ -3,9 +3,6 @@ the facts a responder is looking at (the TUI's "run this step" loop)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
-
 from pydantic import BaseModel
 
 from gpu_triage.model.catalog import kinds
@@ -34,18 +31,6 @@ def merge_fields(into: BaseModel, part: BaseModel, *, overwrite: bool = False) -
             into.source = f"{into.source},{part.source}" if into.source else part.source
 
 
-# How items of a list kind are matched when newer facts arrive for them.
-_IDENTITY: dict[str, Callable[[Any], Any]] = {
-    "gpu": lambda g: g.pci_bus_id or (f"#{g.index}" if g.index is not None else None),
-    "nvlink": lambda n: (n.gpu_pci_bus_id, n.gpu_index, n.link),
-    "pcie": lambda p: p.pci_bus_id,
-    "topo": lambda t: (t.a, t.b),
-    "disk": lambda d: d.name,
-    "nic": lambda n: n.name,
-    "ib": lambda i: (i.ca_name, i.port),
-}
-
-
 def update_facts(base: Facts, update: Facts) -> list[str]:
     """Fold ``update`` (e.g. a runbook command's parsed output) into ``base``: newer values
     win; items are matched by identity (GPU by PCI bus id, disk by name ...); a newer read
@@ -63,16 +48,16 @@ def update_facts(base: Facts, update: Facts) -> list[str]:
             else:
                 merge_fields(cur, new, overwrite=True)
             continue
-        key = _IDENTITY.get(name)
-        if key is None:  # events, processes: the newer read is the whole truth
+        if not info.match_fields:  # events, processes: the newer read is the whole truth
             setattr(base, info.attr, [i.model_copy(deep=True) for i in new])
             continue
         current = getattr(base, info.attr)
-        index = {key(i): i for i in current if key(i) is not None}
+        index = {k: i for i in current if (k := info.match_key(i)) is not None}
         for item in new:
-            match = index.get(key(item))
-            if match is None and name == "gpu" and item.index is not None:
-                match = index.get(f"#{item.index}")
+            match = index.get(info.match_key(item))
+            fallback = info.match_fallback and item.__dict__.get(info.match_fallback)
+            if match is None and fallback is not None:
+                match = index.get(f"#{fallback}")
             if match is None:
                 current.append(item.model_copy(deep=True))
             else:

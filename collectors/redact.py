@@ -13,6 +13,7 @@ import re
 from collections.abc import Iterable, Iterator
 from typing import Any
 
+from gpu_triage.model.catalog import kinds
 from gpu_triage.model.snapshot import Snapshot
 
 HOST_PLACEHOLDER = "REDACTED-HOST"
@@ -89,11 +90,11 @@ def redact_snapshot(snapshot: Snapshot) -> Snapshot:
         if gpu.get("serial"):
             mapping.add(gpu["serial"], f"SERIAL-REDACTED-{i}")
 
-    for proc in facts.get("processes", []):
-        mapping.add_process(proc.get("name"))
-    for kind in ("xids", "ooms"):
-        for event in facts.get(kind, []):
-            mapping.add_process(event.get("process_name"))
+    for k in kinds().values():  # the catalogue says which fields name a process
+        items = facts.get(k.attr) or []
+        for item in [items] if isinstance(items, dict) else items:
+            for name in k.process_fields:
+                mapping.add_process(item.get(name))
 
     # Drop command lines outright: arguments carry paths, tokens, user data.
     for raw in data.get("raw", []):
@@ -220,6 +221,8 @@ def identifiers(snapshot: Snapshot) -> Iterable[str]:
     out.update(x for x in (snapshot.hostname, facts.host.hostname if facts.host else None) if x)
     for gpu in facts.gpus:
         out.update(x for x in (gpu.uuid, gpu.serial) if x)
-    out.update(p.name for p in facts.processes if p.name)
-    out.update(e.process_name for e in [*facts.xids, *facts.ooms] if e.process_name)
+    for k in kinds().values():
+        value = getattr(facts, k.attr)
+        for item in value if isinstance(value, list) else [value] if value else []:
+            out.update(v for v in (getattr(item, n, None) for n in k.process_fields) if v)
     return sorted(out)

@@ -34,6 +34,8 @@ from gpu_triage.model.snapshot import CollectorState, CollectorStatus, RawOutput
 DEFAULT_BUDGET_S = 15.0
 CANCEL_POLL_S = 0.05  # how often the supervisor looks at ``cancel``
 ABANDON_JOIN_S = 1.0  # the longest wait for abandoned collectors to clean up
+# collector name -> its abandoned thread that has not ended (one per collector at most)
+_STUCK: dict[str, threading.Thread] = {}
 
 ProgressFn = Callable[[str, CollectorState | None], None]
 
@@ -138,6 +140,14 @@ def collect_snapshot(
             deadline=deadline,
         )
         runs.append(run)
+        stuck = _STUCK.get(name)
+        if stuck is not None and stuck.is_alive():
+            # Its thread from an earlier collection is still stuck (in C: NVML): do not
+            # start another beside it, or a loop would gain a thread every run.
+            run.state = CollectorState.TIMED_OUT
+            run.error = "still stuck in an earlier collection; not started again"
+            continue
+        _STUCK.pop(name, None)
         if progress:
             progress(name, None)
         run.thread = threading.Thread(
@@ -145,7 +155,7 @@ def collect_snapshot(
         )
         run.thread.start()
 
-    pending = {id(r): r for r in runs}
+    pending = {id(r): r for r in runs if r.state is None}
     while pending:
         now = time.monotonic()
         next_deadline = min(r.deadline for r in pending.values())
@@ -182,13 +192,16 @@ def collect_snapshot(
                 if progress:
                     progress(r.name, r.state)
 
-    # A cancelled collector's command dies at once: give its thread a moment to finish
-    # killing what it started (bounded), so nothing outlives a stopping process and
-    # threads do not pile up across loop runs. One stuck in C (NVML) is left behind.
+    # A cancelled collector's command dies at once: give a thread that was running one a
+    # moment to finish killing what it started (bounded), so nothing outlives a stopping
+    # process. One stuck elsewhere (in C: NVML) is left behind, and not started again.
     join_until = time.monotonic() + ABANDON_JOIN_S
     for r in runs:
         if r.abandoned and r.thread is not None:
-            r.thread.join(max(join_until - time.monotonic(), 0.0))
+            if r.ctx.in_command:
+                r.thread.join(max(join_until - time.monotonic(), 0.0))
+            if r.thread.is_alive():
+                _STUCK[r.name] = r.thread
 
     facts = Facts()
     statuses: list[CollectorStatus] = []

@@ -20,6 +20,7 @@ from typing import Any
 from gpu_triage.engine import expr as E
 from gpu_triage.engine.loader import (
     Diagnostic,
+    LoadedOverlay,
     LoadedRule,
     RawRulebook,
     RulebookError,
@@ -61,6 +62,7 @@ class CompiledRule:
     group_by: tuple[E.Ref, ...] = ()
     stratum: int = 0
     overridden_by: list[str] = field(default_factory=list)
+    reads: tuple[str, ...] = ()  # every kind.field it reads (see _reads), sorted
 
     id: str = ""  # the rule's id, copied for speed (read in every evaluation)
 
@@ -106,6 +108,14 @@ class Rulebook:
     def by_id(self, rule_id: str) -> CompiledRule | None:
         return next((r for r in self.rules if r.id == rule_id), None)
 
+    def readers(self) -> dict[str, list[str]]:
+        """``kind.field`` -> the ids of the rules that read it, in rulebook order."""
+        out: dict[str, list[str]] = {}
+        for r in self.rules:
+            for path in r.reads:
+                out.setdefault(path, []).append(r.id)
+        return out
+
     @property
     def strata(self) -> list[list[CompiledRule]]:
         top = max((r.stratum for r in self.rules), default=-1)
@@ -131,10 +141,40 @@ def load_rulebook(
 
 
 def compile_rulebook(raw: RawRulebook) -> tuple[Rulebook, list[Diagnostic]]:
+    """Compile every loaded rule (overlays applied); problems come back as diagnostics."""
     diags: list[Diagnostic] = []
+    loaded, seen = _unique_rules(raw.rules, diags)
+    over = _Overlays()
+    for lo in raw.overlays:  # in load order: later ones win
+        over.apply(lo, seen, diags)
+    questions = _questions(loaded, diags)
+    conclusions = _conclusions(loaded, over.disabled)
+    compiled = _compile_all(loaded, over, questions, conclusions, diags)
+    _stratify(compiled, conclusions, diags)
+    compiled.sort(key=lambda r: r.order)
+    xid_codes, sxid_codes, catalog_name = _catalogues(raw)
+    book = Rulebook(
+        compiled,
+        questions,
+        conclusions,
+        over.disabled,
+        raw.sources,
+        [d for d in diags if d.level != "error"],
+        xid_codes,
+        sxid_codes,
+        over.xid_site,
+        catalog_name,
+    )
+    return book, diags
+
+
+def _unique_rules(
+    rules: list[LoadedRule], diags: list[Diagnostic]
+) -> tuple[list[LoadedRule], dict[str, LoadedRule]]:
+    """The rules in load order, each id once (a duplicate is reported and dropped)."""
     seen: dict[str, LoadedRule] = {}
     loaded: list[LoadedRule] = []
-    for lr in raw.rules:
+    for lr in rules:
         if lr.rule.id in seen:
             first = seen[lr.rule.id]
             line, col = lr.loc.where(("id",))
@@ -150,14 +190,31 @@ def compile_rulebook(raw: RawRulebook) -> tuple[Rulebook, list[Diagnostic]]:
             continue
         seen[lr.rule.id] = lr
         loaded.append(lr)
+    return loaded, seen
 
-    # Overlays, in load order: later ones win.
-    param_over: dict[str, dict[str, Any]] = {}
-    sev_over: dict[str, Severity] = {}
-    disabled: dict[str, str] = {}
-    over_names: dict[str, list[str]] = {}
-    xid_site: dict[int, tuple[XidOverride, str]] = {}
-    for lo in raw.overlays:
+
+@dataclass
+class _Overlays:
+    """What the overlays change: parameters, severities, disabled rules, site Xid policy."""
+
+    params: dict[str, dict[str, Any]] = field(default_factory=dict)
+    severity: dict[str, Severity] = field(default_factory=dict)
+    disabled: dict[str, str] = field(default_factory=dict)  # rule id -> reason
+    names: dict[str, list[str]] = field(default_factory=dict)  # rule id -> overlays changing it
+    xid_site: dict[int, tuple[XidOverride, str]] = field(default_factory=dict)
+
+    def apply(
+        self, lo: LoadedOverlay, seen: dict[str, LoadedRule], diags: list[Diagnostic]
+    ) -> None:
+        self._params(lo, seen, diags)
+        self._severities(lo, seen, diags)
+        for code, override in lo.overlay.xid.items():
+            self.xid_site[code] = (override, lo.overlay.overlay)
+        self._disable(lo, seen, diags)
+
+    def _params(
+        self, lo: LoadedOverlay, seen: dict[str, LoadedRule], diags: list[Diagnostic]
+    ) -> None:
         ov = lo.overlay
         for key, value in ov.params.items():
             rid, _, pname = key.rpartition(".")
@@ -180,8 +237,13 @@ def compile_rulebook(raw: RawRulebook) -> tuple[Rulebook, list[Diagnostic]]:
                     Diagnostic(lo.loc.file, line, col, f"overlay '{ov.overlay}': {key}: {exc}")
                 )
                 continue
-            param_over.setdefault(rid, {})[pname] = value
-            over_names.setdefault(rid, []).append(ov.overlay)
+            self.params.setdefault(rid, {})[pname] = value
+            self.names.setdefault(rid, []).append(ov.overlay)
+
+    def _severities(
+        self, lo: LoadedOverlay, seen: dict[str, LoadedRule], diags: list[Diagnostic]
+    ) -> None:
+        ov = lo.overlay
         for rid, sev in ov.severity.items():
             if rid not in seen:
                 line, col = lo.loc.where(("severity", rid))
@@ -191,10 +253,13 @@ def compile_rulebook(raw: RawRulebook) -> tuple[Rulebook, list[Diagnostic]]:
                     )
                 )
                 continue
-            sev_over[rid] = sev
-            over_names.setdefault(rid, []).append(ov.overlay)
-        for code, override in ov.xid.items():
-            xid_site[code] = (override, ov.overlay)
+            self.severity[rid] = sev
+            self.names.setdefault(rid, []).append(ov.overlay)
+
+    def _disable(
+        self, lo: LoadedOverlay, seen: dict[str, LoadedRule], diags: list[Diagnostic]
+    ) -> None:
+        ov = lo.overlay
         for i, d in enumerate(ov.disable):
             if d.rule not in seen:
                 line, col = lo.loc.where(("disable", i))
@@ -204,8 +269,11 @@ def compile_rulebook(raw: RawRulebook) -> tuple[Rulebook, list[Diagnostic]]:
                     )
                 )
                 continue
-            disabled[d.rule] = f"{d.reason} (overlay '{ov.overlay}')"
+            self.disabled[d.rule] = f"{d.reason} (overlay '{ov.overlay}')"
 
+
+def _questions(loaded: list[LoadedRule], diags: list[Diagnostic]) -> dict[str, Question]:
+    """Every question by id; one declared differently in two rules is reported."""
     questions: dict[str, Question] = {}
     for lr in loaded:
         for q in lr.rule.questions:
@@ -220,19 +288,34 @@ def compile_rulebook(raw: RawRulebook) -> tuple[Rulebook, list[Diagnostic]]:
                     )
                 )
             questions.setdefault(q.id, q)
+    return questions
+
+
+def _conclusions(loaded: list[LoadedRule], disabled: dict[str, str]) -> dict[str, list[str]]:
+    """Conclusion name -> the enabled rules concluding it."""
     conclusions: dict[str, list[str]] = {}
     for lr in loaded:
         if lr.rule.concludes and lr.rule.enabled and lr.rule.id not in disabled:
             conclusions.setdefault(lr.rule.concludes, []).append(lr.rule.id)
+    return conclusions
 
+
+def _compile_all(
+    loaded: list[LoadedRule],
+    over: _Overlays,
+    questions: dict[str, Question],
+    conclusions: dict[str, list[str]],
+    diags: list[Diagnostic],
+) -> list[CompiledRule]:
+    """Every enabled rule compiled with its effective parameters and severity."""
     compiled: list[CompiledRule] = []
     for lr in loaded:
         if not lr.rule.enabled:
-            disabled.setdefault(lr.rule.id, "disabled in its rule file")
-        if lr.rule.id in disabled:
+            over.disabled.setdefault(lr.rule.id, "disabled in its rule file")
+        if lr.rule.id in over.disabled:
             continue
         params = {k: p.default for k, p in lr.rule.params.items()}
-        params.update(param_over.get(lr.rule.id, {}))
+        params.update(over.params.get(lr.rule.id, {}))
         try:
             cr = compile_rule(lr, params, questions, set(conclusions))
         except CompileError as exc:
@@ -241,32 +324,22 @@ def compile_rulebook(raw: RawRulebook) -> tuple[Rulebook, list[Diagnostic]]:
         except _FieldCompileError as exc:
             diags.append(_expr_diag(lr, exc.loc, exc.message, exc.col))
             continue
-        cr.severity = sev_over.get(lr.rule.id, lr.rule.severity)
-        cr.overridden_by = over_names.get(lr.rule.id, [])
+        cr.severity = over.severity.get(lr.rule.id, lr.rule.severity)
+        cr.overridden_by = over.names.get(lr.rule.id, [])
         compiled.append(cr)
+    return compiled
 
-    _stratify(compiled, conclusions, diags)
-    compiled.sort(key=lambda r: r.order)
+
+def _catalogues(raw: RawRulebook) -> tuple[dict[int, XidCode], dict[int, SxidCode], str]:
+    """The Xid and SXid codes; later catalogues extend or replace codes of earlier ones."""
     xid_codes: dict[int, XidCode] = {}
     sxid_codes: dict[int, SxidCode] = {}
     names = []
-    for lc in raw.catalogs:  # later catalogues extend or replace codes of earlier ones
+    for lc in raw.catalogs:
         names.append(lc.catalog.xid_catalog)
         xid_codes.update({c.code: c for c in lc.catalog.codes})
         sxid_codes.update({c.code: c for c in lc.catalog.sxids})
-    book = Rulebook(
-        compiled,
-        questions,
-        conclusions,
-        disabled,
-        raw.sources,
-        [d for d in diags if d.level != "error"],
-        xid_codes,
-        sxid_codes,
-        xid_site,
-        " + ".join(names),
-    )
-    return book, diags
+    return xid_codes, sxid_codes, " + ".join(names)
 
 
 class _FieldCompileError(Exception):
@@ -276,7 +349,7 @@ class _FieldCompileError(Exception):
 
 def _expr_diag(lr: LoadedRule, loc: tuple[Any, ...], message: str, col: int) -> Diagnostic:
     line, base_col = lr.loc.where(loc)
-    value = lr.rule
+    value: Any = lr.rule
     for part in loc:  # the expression text, to tell a plain scalar from a block
         value = value[part] if isinstance(value, list | dict) else getattr(value, str(part), "")
     text = value if isinstance(value, str) else ""
@@ -302,16 +375,50 @@ def compile_rule(
     lr: LoadedRule, params: dict[str, Any], questions: dict[str, Question], conclusions: set[str]
 ) -> CompiledRule:
     rule = lr.rule
+    checker = _Checker(params, questions, conclusions)
+    tree = _condition(rule.when, checker)
+    iter_kinds, join_gpu = _subject(tree)
+    evidence = _evidence(rule, checker, iter_kinds)
+    group_by = _group_by(rule, checker)
+    _check_texts(rule, checker)
+    confirms = _confirms(rule, checker)
+    _check_questions_used(rule, tree, confirms)
+    _check_tests(rule, params)
+    return CompiledRule(
+        rule=rule,
+        rulebook=lr.rulebook,
+        file=lr.loc.file,
+        line=lr.loc.line,
+        order=lr.order,
+        severity=rule.severity,
+        params=params,
+        expr=tree,
+        iter_kinds=iter_kinds,
+        join_gpu=join_gpu,
+        used_kinds=_used_kinds(tree),
+        concl_deps=frozenset(r.name for r in E.refs(tree) if r.kind == "concl"),
+        evidence=evidence,
+        confirms=confirms,
+        group_by=group_by,
+        reads=_reads(rule, tree, confirms, evidence, group_by),
+    )
+
+
+def _condition(when: str, checker: _Checker) -> E.Expr:
+    """``when`` parsed, params folded, type-checked: it must be true or false."""
     try:
-        tree = E.parse_expr(rule.when)
+        tree = E.parse_expr(when)
     except E.ExprError as exc:
         raise CompileError(exc.message, exc.col) from None
-    checker = _Checker(params, questions, conclusions)
     tree = checker.fold(tree)
     typ = checker.type_of(tree, None)
     if typ != "boolean":
         raise CompileError(f"a condition must be true or false, this is a {typ}", 1)
+    return tree
 
+
+def _subject(tree: E.Expr) -> tuple[tuple[str, ...], bool]:
+    """The kinds the rule binds one item of, and whether a GPU is joined to its event."""
     outer = [r for r in E.refs(tree) if r.kind not in SPECIAL_KINDS]
     iter_kinds = sorted({r.kind for r in outer if not kinds()[r.kind].singleton}, key=_kind_order)
     join_gpu = False
@@ -325,54 +432,90 @@ def compile_rule(
             f"this one binds {', '.join(iter_kinds)}",
             1,
         )
+    return tuple(iter_kinds), join_gpu
+
+
+def _used_kinds(tree: E.Expr) -> frozenset[str]:
+    """Every collected kind the condition reads, aggregates included."""
     used = {r.kind for r in E.refs(tree, include_local=True) if r.kind not in SPECIAL_KINDS}
     used |= {a.kind for a in E.aggregates(tree)}
-    concl_deps = frozenset(r.name for r in E.refs(tree) if r.kind == "concl")
+    return frozenset(used)
 
+
+def _fact_path(checker: _Checker, loc: tuple[Any, ...], path: str) -> E.Ref:
+    kind, _, name = path.partition(".")
+    if not _TEMPLATE_FIELD.match(path) or checker.field_type(kind, name) is None:
+        raise _FieldCompileError(loc, f"unknown fact '{path}'")
+    return E.Ref(kind, name)
+
+
+def _evidence(rule: Rule, checker: _Checker, iter_kinds: tuple[str, ...]) -> tuple[E.Ref, ...]:
     evidence: list[E.Ref] = []
     for i, path in enumerate(rule.evidence):
-        kind, _, name = path.partition(".")
-        if not _TEMPLATE_FIELD.match(path) or checker.field_type(kind, name) is None:
-            raise _FieldCompileError(("evidence", i), f"unknown fact '{path}'")
+        ref = _fact_path(checker, ("evidence", i), path)
+        kind = ref.kind
         if kind not in SPECIAL_KINDS and not kinds()[kind].singleton and kind not in iter_kinds:
             raise _FieldCompileError(
                 ("evidence", i), f"evidence '{path}' names a {kind} the rule does not bind"
             )
-        evidence.append(E.Ref(kind, name))
-    group_by: list[E.Ref] = []
-    for i, path in enumerate(rule.group_by):
-        kind, _, name = path.partition(".")
-        if not _TEMPLATE_FIELD.match(path) or checker.field_type(kind, name) is None:
-            raise _FieldCompileError(("group_by", i), f"unknown fact '{path}'")
-        group_by.append(E.Ref(kind, name))
-    for key in ("symptom", "cause", "fix", "title"):
-        for fname in _template_fields(getattr(rule, key)):
-            kind, _, name = fname.partition(".")
-            if checker.field_type(kind, name) is None:
-                raise _FieldCompileError((key,), f"unknown fact '{{{fname}}}' in the text")
+        evidence.append(ref)
+    return tuple(evidence)
+
+
+def _group_by(rule: Rule, checker: _Checker) -> tuple[E.Ref, ...]:
+    return tuple(_fact_path(checker, ("group_by", i), p) for i, p in enumerate(rule.group_by))
+
+
+def _check_texts(rule: Rule, checker: _Checker) -> None:
+    """Every ``{kind.field}`` in the texts names a fact."""
+    for key, fname in _text_fields(rule):
+        kind, _, name = fname.partition(".")
+        if checker.field_type(kind, name) is None:
+            raise _FieldCompileError((key,), f"unknown fact '{{{fname}}}' in the text")
+
+
+def _text_fields(rule: Rule) -> list[tuple[str, str]]:
+    return [
+        (key, fname)
+        for key in ("symptom", "cause", "fix", "title")
+        for fname in _template_fields(getattr(rule, key))
+    ]
+
+
+def _confirms(rule: Rule, checker: _Checker) -> dict[int, E.Expr]:
+    """Runbook step index -> its ``confirms_when``, compiled like ``when``."""
     confirms: dict[int, E.Expr] = {}
     for i, step in enumerate(rule.runbook):
-        if step.confirms_when:
-            try:
-                c = checker.fold(E.parse_expr(step.confirms_when))
-                if checker.type_of(c, None) != "boolean":
-                    raise E.ExprError("confirms_when must be true or false")
-            except E.ExprError as exc:
-                raise _FieldCompileError(
-                    ("runbook", i, "confirms_when"), exc.message, exc.col
-                ) from None
-            except CompileError as exc:
-                raise _FieldCompileError(
-                    ("runbook", i, "confirms_when"), exc.message, exc.col
-                ) from None
-            confirms[i] = c
+        if not step.confirms_when:
+            continue
+        try:
+            c = checker.fold(E.parse_expr(step.confirms_when))
+            if checker.type_of(c, None) != "boolean":
+                raise E.ExprError("confirms_when must be true or false")
+        except (E.ExprError, CompileError) as exc:
+            raise _FieldCompileError(
+                ("runbook", i, "confirms_when"), exc.message, exc.col
+            ) from None
+        confirms[i] = c
+    return confirms
+
+
+def _answers_read(tree: E.Expr, confirms: dict[int, E.Expr]) -> set[str]:
+    return {r.name for e in (tree, *confirms.values()) for r in E.refs(e) if r.kind == "answer"}
+
+
+def _check_questions_used(rule: Rule, tree: E.Expr, confirms: dict[int, E.Expr]) -> None:
+    """A declared question must be read by the condition or a step's confirms_when (as a
+    reference: ``answer.gpu_ok`` does not use a question ``gpu``)."""
+    read = _answers_read(tree, confirms)
     for i, q in enumerate(rule.questions):
-        if f"answer.{q.id}" not in rule.when and not any(
-            s.confirms_when and f"answer.{q.id}" in s.confirms_when for s in rule.runbook
-        ):
+        if q.id not in read:
             raise _FieldCompileError(
                 ("questions", i), f"question '{q.id}' is declared but answer.{q.id} is unused"
             )
+
+
+def _check_tests(rule: Rule, params: dict[str, Any]) -> None:
     for i, t in enumerate(rule.tests):
         unknown = [k for k in t.params if k not in params]
         if unknown:
@@ -381,23 +524,24 @@ def compile_rule(
         if bad:
             raise _FieldCompileError(("tests", i, "unavailable"), f"unknown fact kind '{bad[0]}'")
 
-    return CompiledRule(
-        rule=rule,
-        rulebook=lr.rulebook,
-        file=lr.loc.file,
-        line=lr.loc.line,
-        order=lr.order,
-        severity=rule.severity,
-        params=params,
-        expr=tree,
-        iter_kinds=tuple(iter_kinds),
-        join_gpu=join_gpu,
-        used_kinds=frozenset(used),
-        concl_deps=concl_deps,
-        evidence=tuple(evidence),
-        confirms=confirms,
-        group_by=tuple(group_by),
-    )
+
+def _reads(
+    rule: Rule,
+    tree: E.Expr,
+    confirms: dict[int, E.Expr],
+    evidence: tuple[E.Ref, ...],
+    group_by: tuple[E.Ref, ...],
+) -> tuple[str, ...]:
+    """Every ``kind.field`` the rule reads: its condition (fields named inside aggregates,
+    like ``width_max`` in ``count(pcie, width < width_max)``, and an aggregate's own field
+    included), its steps' confirms_when, evidence, group_by and texts. Sorted."""
+    paths: set[str] = set()
+    for e in (tree, *confirms.values()):
+        paths |= {r.path for r in E.refs(e, include_local=True) if r.kind != "params"}
+        paths |= {f"{a.kind}.{a.field}" for a in E.aggregates(e) if a.field is not None}
+    paths |= {r.path for r in (*evidence, *group_by)}
+    paths |= {fname for _, fname in _text_fields(rule)}
+    return tuple(sorted(paths))
 
 
 def _template_fields(text: str) -> list[str]:

@@ -144,8 +144,8 @@ def coverage_text(cov: Coverage) -> str:
         else:
             untested = f" (cited only by untested rules: {', '.join(r for r, _ in c.rules)})"
             lines.append(f"{c.item.id:<13} UNCOVERED{flags}{untested if c.rules else ''}")
-    for ref, rules in cov.unknown.items():
-        lines.append(f"unknown reference {ref}: cited by {', '.join(rules)}")
+    for ref, citing in cov.unknown.items():
+        lines.append(f"unknown reference {ref}: cited by {', '.join(citing)}")
     covered = sum(c.covered for c in cov.items)
     missing = [c.item.id for c in cov.items if not c.accepted]
     lines.append(

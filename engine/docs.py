@@ -5,7 +5,7 @@ from __future__ import annotations
 import shlex
 
 from gpu_triage.engine import expr as E
-from gpu_triage.engine.compiler import Rulebook
+from gpu_triage.engine.compiler import CompiledRule, Rulebook
 from gpu_triage.engine.model import STAGE_MEANING, Stage
 
 
@@ -58,7 +58,12 @@ def rules_markdown(book: Rulebook) -> str:
     return "\n".join(lines).rstrip() + "\n"
 
 
-def _rule_section(r) -> list[str]:  # type: ignore[no-untyped-def]
+def rule_markdown(r: CompiledRule) -> str:
+    """One rule as its catalogue section (``gpu-triage rules show``)."""
+    return "\n".join(_rule_section(r))
+
+
+def _rule_section(r: CompiledRule) -> list[str]:
     rule = r.rule
     out = [
         f"### {r.id}",
@@ -82,6 +87,9 @@ def _rule_section(r) -> list[str]:  # type: ignore[no-untyped-def]
         out.append(f"- **Params:** {ps}")
     if rule.evidence:
         out.append("- **Evidence:** " + ", ".join(f"`{e}`" for e in rule.evidence))
+    facts = [p for p in r.reads if p.partition(".")[0] not in ("answer", "concl")]
+    if facts:
+        out.append("- **Reads:** " + ", ".join(f"`{p}`" for p in facts))
     if rule.questions:
         out.append("- **Asks:** " + "; ".join(_one_line(q.text) for q in rule.questions))
     out.append("- **References:** " + ", ".join(rule.references))

@@ -359,7 +359,7 @@ class DurableBackend:
         binds: dict[str, list[Binding]],
         concl: Conclusions,
     ) -> Verdicts:
-        rows = []
+        rows: list[dict[str, Any]] = []
         large = [r for r in rules if r.id in self.too_large]
         groups: dict[int, tuple[RowGroup, str]] = {}
         for rule in rules:

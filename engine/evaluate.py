@@ -261,25 +261,6 @@ def _fmt(value: Any) -> str:
     return str(value)
 
 
-# Fields that say which item a finding is about; always shown with its evidence.
-IDENTITY = {
-    "gpu": ("index", "pci_bus_id", "name"),
-    "xid": ("code", "pci_bus_id", "time_text"),
-    "sxid": ("code", "pci_bus_id", "time_text"),
-    "aer": ("pci_bus_id", "severity", "time_text"),
-    "bus_loss": ("pci_bus_id", "time_text"),
-    "oom": ("process_name", "time_text"),
-    "nvlink_error": ("pci_bus_id", "link"),
-    "nvlink": ("gpu_pci_bus_id", "link"),
-    "process": ("gpu_pci_bus_id", "pid", "name"),
-    "disk": ("name",),
-    "nic": ("name", "pci_bus_id"),
-    "ib": ("ca_name", "port"),
-    "pcie": ("pci_bus_id", "device_class"),
-    "topo": ("a", "b"),
-}
-
-
 def evidence(rule: CompiledRule, ev: Evaluator) -> list[EvidenceItem]:
     items: list[EvidenceItem] = []
     seen: set[str] = set()
@@ -287,7 +268,7 @@ def evidence(rule: CompiledRule, ev: Evaluator) -> list[EvidenceItem]:
         E.Ref(k, f)
         for k in rule.iter_kinds
         if ev.binding.get(k) is not None
-        for f in IDENTITY.get(k, ())
+        for f in kinds()[k].identity  # which item it is: always shown with the evidence
     ]
     refs = identity + [r for r in E.refs(rule.expr) if r.kind != "params"] + list(rule.evidence)
     for r in refs:

@@ -21,6 +21,7 @@ import ast
 import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import TypeGuard
 
 MAX_EXPR_CHARS = 4000
 MAX_DEPTH = 40
@@ -279,7 +280,7 @@ class _Converter:
         return Aggregate(func, kind, fld, where, col=col)
 
 
-def _is_number(v: object) -> bool:
+def _is_number(v: object) -> TypeGuard[int | float]:
     return isinstance(v, int | float) and not isinstance(v, bool)
 
 

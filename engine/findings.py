@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from gpu_triage import __version__
 from gpu_triage.engine.model import Question, RunbookStep, Severity, Stage
+from gpu_triage.engine.subject import SubjectKey
 from gpu_triage.engine.verdict import ExitCode
 from gpu_triage.model.snapshot import HISTORY_SOURCE, CollectorStatus
 
@@ -60,7 +61,7 @@ class Finding(Model):
     rulebook: str
     rule_file: str
     subject: str
-    subject_key: str
+    subject_key: SubjectKey
     symptom: str
     cause: str
     fix: str

@@ -8,8 +8,7 @@ from datetime import datetime
 from enum import Enum
 from typing import Any
 
-from pydantic import BaseModel
-
+from gpu_triage.engine.subject import SubjectKey
 from gpu_triage.model.catalog import kinds
 from gpu_triage.model.facts import FactModel, Facts, Unavailable, UnavailableReason
 from gpu_triage.model.snapshot import CollectorState, Snapshot
@@ -39,7 +38,7 @@ class EvalInput:
 
     def singleton(self, kind: str) -> FactModel | None:
         value = getattr(self.facts, _ATTR[kind])
-        return value if isinstance(value, BaseModel) else None
+        return value if isinstance(value, FactModel) else None
 
     def gpu_by_bus(self, bus: str | None) -> FactModel | None:
         if self._gpu_by_bus is None:
@@ -167,25 +166,6 @@ def describe(kind: str, item: FactModel) -> str:
     return kind
 
 
-def subject_key(binding: Binding) -> str:
+def subject_key(binding: Binding) -> SubjectKey:
     """A stable key for a binding (dedup across runs, history in fleet mode)."""
-    parts: list[str] = []
-    for kind, item in binding.items():
-        if item is None:
-            parts.append(f"{kind}:-")
-            continue
-        get = item.__dict__.get
-        ident = (
-            get("pci_bus_id")
-            or get("uuid")
-            or get("name")
-            or get("ca_name")
-            or get("gpu_pci_bus_id")
-            or ""
-        )
-        if kind in ("xid", "sxid", "aer", "bus_loss", "oom", "nvlink_error"):
-            ident = f"{ident}@{get('line') or get('time_text') or ''}"
-        if kind == "ib" or kind == "nvlink":
-            ident = f"{ident}/{get('port') if kind == 'ib' else get('link')}"
-        parts.append(f"{kind}:{ident}")
-    return ",".join(parts) or "node"
+    return SubjectKey.of(binding)

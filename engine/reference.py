@@ -70,7 +70,8 @@ class Conclusions:
         gpu = binding.get("gpu")
         per = self.per_gpu.get(name)
         if gpu is not None and per is not None:
-            return per.get(gpu.__dict__.get("pci_bus_id"), False)
+            bus = gpu.__dict__.get("pci_bus_id")
+            return per.get(bus, False) if bus is not None else False
         return self.node.get(name, False)
 
 
@@ -164,14 +165,15 @@ class Evaluator:
             return self._field(item, r.kind, r.name)
         item = self.binding.get(r.kind)
         if item is None:
-            why = self.inp.kind_unavailable.get(r.kind)
-            if why is None and r.kind == "gpu":
-                why = Unavailable(
+            absent = self.inp.kind_unavailable.get(r.kind)
+            if absent is None and r.kind == "gpu":
+                absent = Unavailable(
                     reason=UnavailableReason.NOT_COLLECTED,
                     detail="no GPU with this PCI bus id in the facts",
                 )
             return Val(
-                None, (Missing(r.path, why or Unavailable(reason=UnavailableReason.NOT_COLLECTED)),)
+                None,
+                (Missing(r.path, absent or Unavailable(reason=UnavailableReason.NOT_COLLECTED)),),
             )
         return self._field(item, r.kind, r.name)
 

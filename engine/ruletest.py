@@ -2,19 +2,23 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pydantic import ValidationError
 
 from gpu_triage.engine.backend import Backend
-from gpu_triage.engine.compiler import CompiledRule, Rulebook
+from gpu_triage.engine.compiler import CompiledRule, Rulebook, compile_rule
+from gpu_triage.engine.durable_backend import DurableBackend
 from gpu_triage.engine.enrich import enrich
 from gpu_triage.engine.evaluate import Decision, decide, make_finding
+from gpu_triage.engine.expr import Ref
 from gpu_triage.engine.findings import Finding, Status
 from gpu_triage.engine.inputs import EvalInput, bindings
+from gpu_triage.engine.loader import LoadedRule
 from gpu_triage.engine.model import RuleTest
-from gpu_triage.engine.reference import Conclusions
+from gpu_triage.engine.reference import Conclusions, Evaluator
+from gpu_triage.io.yamlio import Located
 from gpu_triage.model.facts import Facts, Unavailable, UnavailableReason
 
 
@@ -111,12 +115,6 @@ def run_case(
         return res
     target = rule
     if case.params:
-        from dataclasses import replace
-
-        from gpu_triage.engine.compiler import compile_rule
-        from gpu_triage.engine.loader import LoadedRule
-        from gpu_triage.io.yamlio import Located
-
         params = {**rule.params, **case.params}
         target = compile_rule(
             LoadedRule(rule.rule, Located(rule.file, rule.line), rule.rulebook, rule.order),
@@ -151,9 +149,6 @@ def _bound_values(
     inp: EvalInput, d: Decision, concl: Conclusions, case: RuleTest
 ) -> dict[str, Any]:
     """The values of the paths a test expects bound, read from the decision's binding."""
-    from gpu_triage.engine.expr import Ref
-    from gpu_triage.engine.reference import Evaluator
-
     ev = Evaluator(inp, d.binding, concl)
     out: dict[str, Any] = {}
     for path in case.expect.bound:
@@ -226,8 +221,6 @@ def run_rule_tests(
 
 def _backend_for(backend: Backend, rule: CompiledRule, book: Rulebook) -> Backend | None:
     """A backend that knows ``rule`` as compiled for this test (its own params)."""
-    from gpu_triage.engine.durable_backend import DurableBackend
-
     if isinstance(backend, DurableBackend):
         return DurableBackend(Rulebook([rule], book.questions, book.conclusions, {}, []))
     return None

@@ -25,7 +25,11 @@ REFRESH = "python -m gpu_triage {}"
             "rules schema --out rulebook/schema.json",
         ),
         ("docs/rules.md", rules_markdown, "rules docs --out docs/rules.md"),
-        ("docs/facts.md", lambda book: catalog_markdown() + "\n", "facts docs --out docs/facts.md"),
+        (
+            "docs/facts.md",
+            lambda book: catalog_markdown(book.readers()) + "\n",
+            "facts docs --out docs/facts.md",
+        ),
         (
             "docs/findings.schema.json",
             lambda book: findings_schema_text(),

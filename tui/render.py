@@ -224,7 +224,7 @@ def step_text(step: RunbookStep, index: int, label: str, detail: str, notes: lis
 
 # --------------------------------------------------------------------------- facts browser
 
-EVENT_KINDS = ("xid", "sxid", "aer", "bus_loss", "oom", "nvlink_error")
+EVENT_KINDS = tuple(k.name for k in kinds().values() if k.event)
 LINK_KINDS = ("nvlink", "pcie", "topo", "nic", "ib")
 
 
@@ -308,7 +308,7 @@ def row_matches(row: FactRow, query: str) -> bool:
 
 def history_text(entries: list[Any]) -> Text:
     t = Text()
-    prev: set[tuple[str, str]] | None = None
+    prev: set[tuple[tuple[str, str], str]] | None = None
     for h in entries:
         s = h.doc.summary
         t.append(f"{h.at.strftime('%H:%M:%S')} ", style="bold")

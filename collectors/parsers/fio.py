@@ -63,10 +63,10 @@ def _parse_text(text: str) -> dict[str, float]:
         target = (groups if in_status else jobs).setdefault(group, {})
         if b := _BW.search(rest):
             key = f"{rw}_mib_s"
-            target[key] = target.get(key, 0.0) + _mib_s(*b.groups(), legacy=legacy)
+            target[key] = target.get(key, 0.0) + _mib_s(b[1], b[2], b[3], legacy)
         if not in_status and (i := _IOPS.search(rest)):
             key = f"{rw}_iops"
-            target[key] = target.get(key, 0.0) + _count(*i.groups())
+            target[key] = target.get(key, 0.0) + _count(i[1], i[2])
     # Group totals win over per-job sums for bandwidth; IOPS only exist per job.
     for gid, values in groups.items():
         jobs.setdefault(gid, {}).update(values)

@@ -634,12 +634,12 @@ class _Parser:
             elif ev.device_is_gpu is False and ev.pci_bus_id in self.gpu_pcis:
                 ev.device_is_gpu = True
         if now is not None:
-            for ev in self.out.events():
-                if ev.time is not None:
+            for event in self.out.events():
+                if event.time is not None:
                     try:
-                        ev.age_s = round(_age(now, ev.time), 6)
+                        event.age_s = round(_age(now, event.time), 6)
                     except (TypeError, OverflowError, ValueError):
-                        ev.age_s = None
+                        event.age_s = None
         return self.out
 
 

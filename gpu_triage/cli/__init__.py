@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from typing import NoReturn
+from typing import NoReturn, cast
 
 from gpu_triage import __version__
 
@@ -39,7 +39,10 @@ def build_parser() -> argparse.ArgumentParser:
         "could not load, an internal error), 64 usage.",
     )
     ap.add_argument("--version", action="version", version=f"gpu-triage {__version__}")
-    sub = ap.add_subparsers(dest="command", metavar="COMMAND", parser_class=ArgumentParser)
+    sub = cast(
+        "argparse._SubParsersAction[argparse.ArgumentParser]",
+        ap.add_subparsers(dest="command", metavar="COMMAND", parser_class=ArgumentParser),
+    )
 
     run.add_parser(sub)
     collect.add_parser(sub)

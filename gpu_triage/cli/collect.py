@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from gpu_triage.cli.common import emit, err
-from gpu_triage.engine.findings import ExitCode
+from gpu_triage.engine.verdict import ExitCode
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

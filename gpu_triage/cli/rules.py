@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from gpu_triage.cli.common import add_rules_args, emit, err, load_book, subparser
-from gpu_triage.engine.findings import ExitCode
+from gpu_triage.engine.verdict import ExitCode
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -20,6 +20,9 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     test.add_argument("paths", nargs="*", type=Path)
     test.add_argument("--engine", choices=("both", "durable", "reference"), default="both")
     test.add_argument("--rule", action="append", default=[], help="only this rule id")
+    show = rsub.add_parser("show", help="one rule: its condition and every fact it reads")
+    show.add_argument("rule", metavar="RULE")
+    add_rules_args(show)
     lst = rsub.add_parser("list", help="list the rules")
     add_rules_args(lst)
     docs = rsub.add_parser("docs", help="the rulebook as a Markdown catalogue")
@@ -55,6 +58,8 @@ def cmd_rules(args: argparse.Namespace, ap: argparse.ArgumentParser) -> int:
         return 1 if errors else 0
     if sub == "test":
         return _rules_test(args)
+    if sub == "show":
+        return _show(args)
     if sub == "list":
         book = load_book(args)
         for r in book.rules:
@@ -117,3 +122,17 @@ def _rules_test(args: argparse.Namespace) -> int:
     print(f"{len(results) - len(failed)} passed, {len(failed)} failed")
     print(f"({len(book.rules)} rules, engines: {engines})", file=sys.stderr)
     return 1 if failed else 0
+
+
+def _show(args: argparse.Namespace) -> int:
+    from gpu_triage.engine.docs import rule_markdown
+
+    book = load_book(args)
+    r = book.by_id(args.rule)
+    if r is None:
+        reason = book.disabled.get(args.rule)
+        err(f"rule '{args.rule}' is disabled: {reason}" if reason else f"no rule '{args.rule}'")
+        return ExitCode.USAGE
+    print(rule_markdown(r).rstrip())
+    print(f"- **Defined in:** {r.file}:{r.line} (rulebook {r.rulebook})")
+    return 0

@@ -9,7 +9,7 @@ from typing import Any
 
 from gpu_triage.cli.collect import add_collector_args, collect_live, collector_options
 from gpu_triage.cli.common import SEVERITIES, add_rules_args, err, load_book, load_snapshot
-from gpu_triage.engine.findings import ExitCode
+from gpu_triage.engine.verdict import ExitCode
 from gpu_triage.model.demos import demo_names, demo_snapshot_path
 
 

@@ -65,7 +65,10 @@ def _check_depth(text: str) -> None:
             depth += 1
             if depth > MAX_DEPTH:
                 raise yaml.MarkedYAMLError(
-                    None, None, f"nested deeper than {MAX_DEPTH} levels", event.start_mark
+                    None,
+                    None,
+                    f"nested deeper than {MAX_DEPTH} levels",
+                    event.start_mark,  # type: ignore[arg-type]  # the C parser's Mark
                 )
         elif isinstance(event, yaml.CollectionEndEvent):
             depth -= 1

@@ -19,13 +19,7 @@ RECORD_VERSION = 1
 
 
 def _gpu_of(f: Finding) -> str:
-    for part in f.subject_key.split(","):
-        kind, _, ident = part.partition(":")
-        if kind in ("gpu", "xid", "aer", "bus_loss", "nvlink", "process", "nvlink_error"):
-            bus = ident.split("@")[0].split("/")[0]
-            if bus and bus != "-":
-                return bus
-    return ""
+    return f.subject_key.gpu or ""
 
 
 def _xid_code(f: Finding) -> int | None:
@@ -278,7 +272,7 @@ def prometheus_text(
             "Xid events in the kernel-log window.",
             [({"code": c, "gpu": g}, n) for (c, g), n in sorted(xids.items())],
         )
-        temps = [
+        temps: list[tuple[dict[str, object], float]] = [
             ({"gpu": g.pci_bus_id}, g.temperature_gpu_c)
             for g in facts.gpus
             if g.temperature_gpu_c is not None

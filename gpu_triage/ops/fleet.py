@@ -410,7 +410,7 @@ def _xid_spread(nodes: dict[str, NodeState], min_nodes: int) -> list[XidSpread]:
         if n < min_nodes:
             continue
         share = n / max(on_driver[driver], 1)
-        gpus = sum(len(g) or 1 for g in gpu_sets)
+        gpu_count = sum(len(g) or 1 for g in gpu_sets)
         # The same code on the other drivers, as a share of their nodes.
         other_nodes = sum(len(sets) for (c, d), sets in per.items() if c == code and d != driver)
         other_share = other_nodes / max(total_nodes - on_driver[driver], 1)
@@ -418,7 +418,7 @@ def _xid_spread(nodes: dict[str, NodeState], min_nodes: int) -> list[XidSpread]:
             verdict = "driver regression suspected: far more common on this driver"
         elif share >= 0.2:
             verdict = "widespread on every driver: a fleet-wide or workload cause"
-        elif gpus <= n * 1.1:
+        elif gpu_count <= n * 1.1:
             verdict = "scattered single GPUs: treat per GPU"
         else:
             verdict = "watch"
@@ -428,7 +428,7 @@ def _xid_spread(nodes: dict[str, NodeState], min_nodes: int) -> list[XidSpread]:
                 driver=driver,
                 nodes=n,
                 nodes_on_driver=on_driver[driver],
-                gpus=gpus,
+                gpus=gpu_count,
                 verdict=verdict,
             )
         )

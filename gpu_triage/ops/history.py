@@ -176,7 +176,7 @@ class History:
                 Cleared(
                     rule_id=s.rule_id,
                     title=s.title,
-                    severity=s.severity,  # type: ignore[arg-type]
+                    severity=s.severity,
                     subject_key=s.subject_key,
                     first_seen=s.first_seen,
                     last_seen=s.last_seen,

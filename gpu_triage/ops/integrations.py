@@ -16,7 +16,8 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from gpu_triage.engine.findings import ExitCode, Finding, FindingsDocument
+from gpu_triage.engine.findings import Finding, FindingsDocument
+from gpu_triage.engine.verdict import ExitCode
 
 NPD_OK, NPD_NONOK, NPD_UNKNOWN = 0, 1, 2
 NPD_MAX_OUTPUT = 80  # node-problem-detector's default max_output_length

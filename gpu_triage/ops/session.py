@@ -13,6 +13,7 @@ from typing import Any
 from gpu_triage.collectors.merge import update_facts
 from gpu_triage.collectors.parsers.registry import get_parser
 from gpu_triage.engine.compiler import Rulebook
+from gpu_triage.engine.enrich import enrich
 from gpu_triage.engine.evaluate import evaluate
 from gpu_triage.engine.findings import Finding, FindingsDocument
 from gpu_triage.engine.inputs import EvalInput, bindings, subject_key
@@ -225,8 +226,6 @@ class TriageSession:
         expr = rule.confirms.get(index)
         if expr is None:
             return "inconclusive", "this step has no automatic check: read the output"
-        from gpu_triage.engine.enrich import enrich
-
         with self._lock:
             snap = self.snapshot.model_copy(deep=True)
         inp = enrich(EvalInput.from_snapshot(snap), self.book)

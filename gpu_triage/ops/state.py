@@ -104,7 +104,7 @@ class XidLedgerState(_Model):
 
 
 class StateFile(_Model):
-    version: Literal[1] = STATE_VERSION
+    version: Literal[1] = 1
     seen: dict[Text, SeenEntry] = Field(default_factory=dict)
     xids: XidLedgerState = Field(default_factory=XidLedgerState)
 

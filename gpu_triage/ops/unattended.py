@@ -6,6 +6,8 @@ appended lines (JSONL), under a lock so concurrent runs take turns.
 
 from __future__ import annotations
 
+import ctypes
+import gc
 import signal
 import socket
 import sys
@@ -166,6 +168,22 @@ def run_once(
     return doc
 
 
+def _give_back_memory() -> None:
+    """Return freed memory to the OS between runs (glibc keeps it in per-thread arenas,
+    and a run's command outputs can be tens of MiB): a daemon's RSS stays flat."""
+    global _malloc_trim
+    if _malloc_trim is None:
+        try:
+            _malloc_trim = ctypes.CDLL(None).malloc_trim
+        except (OSError, AttributeError):
+            _malloc_trim = False
+    if _malloc_trim:
+        _malloc_trim(0)
+
+
+_malloc_trim: Any = None
+
+
 def run_loop(
     spec: RunSpec,
     interval_s: float,
@@ -208,6 +226,8 @@ def run_loop(
                 say(f"run {runs + 1}: {describe(exc)}")
             code = int(doc.exit_code)
             runs += 1
+            gc.collect()  # a run's cycles (pydantic models, parsed outputs) go now
+            _give_back_memory()
             if on_run is not None:
                 on_run(doc)
             if max_runs is not None and runs >= max_runs:
@@ -215,6 +235,6 @@ def run_loop(
             slot = int((time.monotonic() - start) // interval_s) + 1
             stop.wait(max(0.0, start + slot * interval_s - time.monotonic()))
     finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
     return code

@@ -119,13 +119,18 @@ def test_a_command_and_30_children_that_ignore_term_all_die(fakes: Path) -> None
 def test_no_zombies_pile_up(fakes: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Orphans re-parented to us (the subreaper) are reaped, not left as zombies."""
     monkeypatch.setattr(commands, "minimal_env", _env_with({"MARK": str(tmp_path / "p")}))
+
+    def zombies() -> set[int]:  # (other tests' orphans may wait here too: count ours)
+        out: set[int] = set()
+        for t in os.listdir("/proc/self/task"):
+            with open(f"/proc/self/task/{t}/children") as fh:
+                out |= {int(p) for p in fh.read().split() if not alive(int(p))}
+        return out
+
+    before = zombies()
     for _ in range(5):
         run_command(["escaper"], 5.0, search_path=str(fakes))
-    zombies = []
-    for t in os.listdir("/proc/self/task"):
-        with open(f"/proc/self/task/{t}/children") as fh:
-            zombies += [int(p) for p in fh.read().split() if not alive(int(p))]
-    assert zombies == []
+    assert zombies() - before == set()
 
 
 def test_cancel_ends_a_command_at_once(fakes: Path) -> None:
@@ -245,3 +250,26 @@ def _env_with(extra: dict[str, str]):  # type: ignore[no-untyped-def]
         return {**original(search_path), **extra}
 
     return env
+
+
+def test_a_collector_stuck_in_c_is_not_started_again_beside_itself() -> None:
+    """A collector that cannot be cancelled (a hung NVML call) keeps its one thread; the
+    next collections record it as timed out instead of piling up threads."""
+    release = threading.Event()
+
+    class Hung:
+        name = "hung-for-test"
+        kinds = ("host",)
+
+        def collect(self, ctx: CollectContext, facts: Facts) -> None:
+            release.wait(30)  # ignores ctx.cancel, like a C call
+
+    threads = threading.active_count()
+    try:
+        for _ in range(3):
+            snap = collect_snapshot([Hung()], CollectContext(window_s=0.0), timeout_s=0.05)
+            assert snap.collectors[0].state is CollectorState.TIMED_OUT
+        assert threading.active_count() <= threads + 1
+        assert "still stuck" in snap.collectors[0].error
+    finally:
+        release.set()

@@ -16,6 +16,8 @@ from gpu_triage.model.facts import Facts, GpuFacts, HostFacts
 from gpu_triage.model.snapshot import load_snapshot
 from tests.conftest import SNAPSHOTS
 
+ROOT = Path(__file__).resolve().parents[2]
+
 ENGINES = ["reference", "durable"]
 
 
@@ -79,7 +81,7 @@ def test_unavailable_gpu_collector_is_not_healthy(builtin_book, engine: str) -> 
 @pytest.mark.parametrize("engine", ENGINES)
 def test_ranking_is_severity_then_stage_then_rule_order(builtin_book, engine: str) -> None:
     doc = evaluate(
-        load_snapshot(Path("gpu_triage/data/demo-incident.json")), builtin_book, engine=engine
+        load_snapshot(ROOT / "gpu_triage/data/demo-incident.json"), builtin_book, engine=engine
     )
     keys = [(f.severity.rank, f.stage.rank) for f in doc.findings]
     assert keys == sorted(keys)
@@ -168,7 +170,7 @@ def test_cli_run_writes_valid_findings(tmp_path: Path) -> None:
     assert doc.findings[0].severity.value == "critical"
     import jsonschema
 
-    schema = json.loads(Path("docs/findings.schema.json").read_text())
+    schema = json.loads((ROOT / "docs/findings.schema.json").read_text())
     jsonschema.validate(json.loads(out.read_text()), schema)
 
 
@@ -236,7 +238,7 @@ def test_overlay_changes_params_severity_and_disables(tmp_path: Path) -> None:
     assert book.by_id("input-bound-pipeline").params["iowait_pct"] == 50
     doc = evaluate(load_snapshot(SNAPSHOTS / "input-bound.json"), book, engine="reference")
     assert not any(f.rule_id == "input-bound-pipeline" for f in doc.findings)  # 38% < 50%
-    demo = evaluate(load_snapshot(Path("gpu_triage/data/demo-incident.json")), book)
+    demo = evaluate(load_snapshot(ROOT / "gpu_triage/data/demo-incident.json"), book)
     pcie = next(f for f in demo.findings if f.rule_id == "pcie-link-downgraded")
     assert pcie.severity.value == "critical" and pcie.overridden_by == ["dc-east"]
 
@@ -256,7 +258,7 @@ def test_site_rule_added_and_named_by_its_rulebook(tmp_path: Path) -> None:
     site = tmp_path / "acme"
     site.mkdir()
     (site / "hot.yaml").write_text(
-        Path("tests/engine/test_lint.py").read_text().split('GOOD = """\\\n')[1].split('"""')[0]
+        (ROOT / "tests/engine/test_lint.py").read_text().split('GOOD = """\\\n')[1].split('"""')[0]
     )
     book = load_rulebook([site])
     doc = evaluate(EvalInput(Facts(gpus=[GpuFacts(index=0, temperature_gpu_c=95)])), book)
@@ -287,7 +289,9 @@ def test_rule_test_params_apply_on_both_engines(tmp_path: Path) -> None:
     from gpu_triage.engine.durable_backend import DurableBackend
     from gpu_triage.engine.ruletest import run_rule_tests
 
-    good = Path("tests/engine/test_lint.py").read_text().split('GOOD = """\\\n')[1].split('"""')[0]
+    good = (
+        (ROOT / "tests/engine/test_lint.py").read_text().split('GOOD = """\\\n')[1].split('"""')[0]
+    )
     (tmp_path / "r.yaml").write_text(
         good
         + (

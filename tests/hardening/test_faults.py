@@ -21,6 +21,8 @@ from gpu_triage.model.facts import Facts
 from gpu_triage.model.snapshot import CollectorState
 from tests.conftest import SNAPSHOTS
 
+ROOT = Path(__file__).resolve().parents[2]
+
 
 class Hangs:
     name, kinds, budget_s = "hangs", ("host",), 0.3
@@ -139,7 +141,9 @@ def test_unattended_runs_never_run_runbook_commands(tmp_path: Path) -> None:
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="the trust check applies when running as root")
 def test_rule_files_others_can_write_are_refused_as_root(tmp_path: Path) -> None:
-    good = Path("tests/engine/test_lint.py").read_text().split('GOOD = """\\\n')[1].split('"""')[0]
+    good = (
+        (ROOT / "tests/engine/test_lint.py").read_text().split('GOOD = """\\\n')[1].split('"""')[0]
+    )
     f = tmp_path / "site.yaml"
     f.write_text(good)
     f.chmod(0o666)

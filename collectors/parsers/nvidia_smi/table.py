@@ -312,9 +312,9 @@ def parse_nvidia_smi_table(text: str | bytes, source: str = "<text>") -> NvidiaS
 
     by_index = {g.index: g for g in result.gpus if g.index is not None}
     for proc in result.processes:
-        gpu = by_index.get(proc.gpu_index)
-        if gpu is not None:
-            proc.gpu_pci_bus_id = gpu.pci_bus_id
+        owner = by_index.get(proc.gpu_index) if proc.gpu_index is not None else None
+        if owner is not None:
+            proc.gpu_pci_bus_id = owner.pci_bus_id
     if procs_seen:
         for gpu in by_index.values():
             gpu.process_count = sum(
