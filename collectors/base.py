@@ -42,12 +42,12 @@ class CollectContext:
     # run is stopping): the command running is killed at once.
     cancel: threading.Event = field(default_factory=threading.Event)
     deadline: float | None = None  # time.monotonic() by which the collector must be done
-    commands: list[CommandResult] = field(default_factory=list)  # what ctx.run ran
+    unanswered: list[str] = field(default_factory=list)  # commands that timed out here
     in_command: int = 0  # commands running now (the runner waits for their kill)
 
-    def timed_out_commands(self) -> list[CommandResult]:
+    def timed_out_commands(self) -> list[str]:
         """Commands that existed but did not answer in time (a failure, not an absence)."""
-        return [r for r in self.commands if r.timed_out or r.cancelled]
+        return list(self.unanswered)
 
     def path(self, *parts: str) -> Path:
         """A path under the root, e.g. ``ctx.path('proc', 'stat')``."""
@@ -72,7 +72,8 @@ class CollectContext:
             res = run_command(argv, timeout, cancel=self.cancel, search_path=self.search_path)
         finally:
             self.in_command -= 1
-        self.commands.append(res)
+        if res.timed_out or res.cancelled:
+            self.unanswered.append(" ".join(argv))
         if not res.missing:
             self.keep_raw(collector, " ".join(argv), res.stdout, res.truncated)
         return res

@@ -98,7 +98,7 @@ class KernelLogCollector:
             return log
         if empty_journal is not None:
             return parse_kernel_log(empty_journal[0], source=empty_journal[1], now=now)
-        if stuck := [" ".join(r.argv) for r in ctx.timed_out_commands()]:
+        if stuck := ctx.timed_out_commands():
             # a source that exists but did not answer is a failure, not "not present"
             raise KernelLogUnanswered(f"no kernel log: timed out: {'; '.join(stuck)}")
         if denied:

@@ -133,7 +133,7 @@ def collect_snapshot(
             name=name,
             # its own raw list (no interleaving), its own cancel event and deadline
             ctx=dataclasses.replace(
-                ctx, raw=[], commands=[], cancel=threading.Event(), deadline=deadline
+                ctx, raw=[], unanswered=[], cancel=threading.Event(), deadline=deadline
             ),
             facts=Facts(),
             started=now,

@@ -48,7 +48,11 @@ def _check_findings(args: argparse.Namespace) -> tuple[Any, str]:
 def cmd_check(args: argparse.Namespace) -> int:
     from gpu_triage.ops import integrations as integ
 
-    doc, error = _check_findings(args)
+    try:
+        doc, error = _check_findings(args)
+    except Exception as exc:  # noqa: BLE001 - a check that cannot look says "unknown"
+        text = str(exc).strip().splitlines()
+        doc, error = None, f"{type(exc).__name__}: {text[0] if text else ''}".rstrip(": ")
     if args.command == "npd":
         code, message = integ.npd_verdict(doc, args.severity, error=error)
         print(message)

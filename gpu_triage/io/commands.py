@@ -302,13 +302,15 @@ async def run_streaming(
     if not argv or not argv[0]:
         result.error = "empty command"
         return result
+    token = secrets.token_hex(8)
+    become_subreaper()
     try:
         proc = await asyncio.create_subprocess_exec(
             *argv,
             stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.STDOUT,
-            env=minimal_env() if env is None else env,
+            env={**(minimal_env() if env is None else env), MARKER: token},
             start_new_session=True,  # its own process group: killing it reaches children
         )
     except FileNotFoundError:
@@ -348,6 +350,10 @@ async def run_streaming(
             cancel_task.cancel()
         if proc.returncode is None:
             await _terminate_group(proc, grace_s)
+        marker = f"{MARKER}={token}".encode()
+        if result.timed_out or result.cancelled or children_with_marker(marker):
+            # descendants that left the group (setsid) carry the marker: none outlives it
+            await asyncio.to_thread(kill_tree, proc.pid, marker, wait_s=KILL_WAIT_S)
         if not pump_task.done():
             # The pipe closes once every process holding it is gone; do not wait forever
             # on a grandchild that escaped the group.

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import select
 import signal
 import threading
 from types import FrameType
@@ -20,9 +21,38 @@ from typing import Any
 SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
 
+class StopFlag(threading.Event):
+    """An Event that a signal handler may set. ``threading.Event.set`` takes a lock the
+    interrupted main thread may be holding (inside ``wait``): a handler calling it can
+    deadlock. This one sets a plain flag and writes a byte to a pipe; ``wait`` selects
+    on the pipe. Safe to set from a handler and to wait on from any thread."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._flag = False
+        self._r, self._w = os.pipe()
+        os.set_blocking(self._w, False)
+
+    def is_set(self) -> bool:
+        return self._flag
+
+    def set(self) -> None:
+        self._flag = True
+        with contextlib.suppress(OSError):  # a full pipe is already readable
+            os.write(self._w, b"x")
+
+    def clear(self) -> None:
+        raise NotImplementedError("a stop is final")
+
+    def wait(self, timeout: float | None = None) -> bool:
+        if not self._flag:
+            select.select([self._r], [], [], timeout)
+        return self._flag
+
+
 class Held:
     def __init__(self) -> None:
-        self.stop = threading.Event()
+        self.stop: threading.Event = StopFlag()
         self.received: int | None = None
         self._previous: dict[int, Any] = {}
 

@@ -24,6 +24,7 @@ from gpu_triage.engine.evaluate import evaluate
 from gpu_triage.engine.findings import EngineInfo, FindingsDocument, RulebookInfo, Summary
 from gpu_triage.engine.verdict import ExitCode, one_line
 from gpu_triage.io.files import append_line, locked, write_atomic
+from gpu_triage.io.stopping import StopFlag
 from gpu_triage.model.facts import Facts
 from gpu_triage.model.snapshot import Snapshot
 from gpu_triage.ops.history import History
@@ -168,20 +169,33 @@ def run_once(
     return doc
 
 
+M_MMAP_THRESHOLD = -3  # glibc mallopt parameter
+MMAP_THRESHOLD_BYTES = 256 << 10
+
+
+def _libc() -> Any:
+    try:
+        return ctypes.CDLL(None)
+    except OSError:
+        return None
+
+
+def _map_big_buffers() -> None:
+    """A run's command outputs are buffers of up to tens of MiB, made in several threads.
+    glibc raises its mmap threshold after the first big free, so later ones land in
+    per-thread arenas and stay there: RSS climbs by hundreds of MiB. A fixed threshold
+    keeps big buffers mmapped, returned to the OS when freed."""
+    libc = _libc()
+    mallopt = getattr(libc, "mallopt", None)
+    if mallopt is not None:
+        mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES)
+
+
 def _give_back_memory() -> None:
-    """Return freed memory to the OS between runs (glibc keeps it in per-thread arenas,
-    and a run's command outputs can be tens of MiB): a daemon's RSS stays flat."""
-    global _malloc_trim
-    if _malloc_trim is None:
-        try:
-            _malloc_trim = ctypes.CDLL(None).malloc_trim
-        except (OSError, AttributeError):
-            _malloc_trim = False
-    if _malloc_trim:
-        _malloc_trim(0)
-
-
-_malloc_trim: Any = None
+    """Return freed memory to the OS between runs: a daemon's RSS stays flat."""
+    trim = getattr(_libc(), "malloc_trim", None)
+    if trim is not None:
+        trim(0)
 
 
 def run_loop(
@@ -204,29 +218,35 @@ def run_loop(
     say = report or (lambda msg: print(f"gpu-triage: {msg}", file=sys.stderr, flush=True))
     previous: dict[int, Any] = {}
     if stop is None:
-        stop = threading.Event()
+        stop = StopFlag()  # a handler may set it (threading.Event.set could deadlock)
         if threading.current_thread() is threading.main_thread():
             for sig in (signal.SIGTERM, signal.SIGINT):
                 previous[sig] = signal.signal(sig, lambda *_: stop.set())
     start = time.monotonic()
     runs = 0
     code = int(ExitCode.UNKNOWN)
+    # What exists now (the rulebook, modules) lives as long as the loop: freeze it out of
+    # the collector's sight, so collecting each run's garbage stays cheap.
+    gc.collect()
+    gc.freeze()
+    _map_big_buffers()
     say(f"loop ready: a run every {interval_s:g} s; SIGTERM stops it")
     try:
         while not stop.is_set():
             try:
                 doc = run_once(spec, stop=stop)
+                code = int(doc.exit_code)
             except Stopped:
                 break
-            except RunError as exc:
-                doc = exc.doc
+            except RunError as exc:  # this run's status is "unknown"; the loop goes on
+                doc, code = exc.doc, int(ExitCode.UNKNOWN)
                 say(f"run {runs + 1}: {exc}")
             except Exception as exc:  # noqa: BLE001 - one run's failure never ends the loop
                 doc = failure_document(spec, f"run failed: {describe(exc)}")
+                code = int(ExitCode.UNKNOWN)
                 say(f"run {runs + 1}: {describe(exc)}")
-            code = int(doc.exit_code)
             runs += 1
-            gc.collect()  # a run's cycles (pydantic models, parsed outputs) go now
+            gc.collect()  # a run's reference cycles (and the outputs they hold) go now
             _give_back_memory()
             if on_run is not None:
                 on_run(doc)

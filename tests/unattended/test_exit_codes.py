@@ -250,3 +250,19 @@ def test_every_report_says_the_verdict_on_its_first_line(tmp_path: Path) -> None
     out = tmp_path / "r.json"
     cli("run", "--snapshot", snap, "--out", str(out))
     assert next(iter(json.loads(out.read_text()))) == "verdict"  # the first key
+
+
+def test_a_check_that_crashes_is_npd_unknown(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """node-problem-detector knows 0, 1 and 2: a crash while checking is its Unknown (2),
+    never Python's 1 (which it would read as NonOK)."""
+    from gpu_triage import cli as top
+    from gpu_triage.cli import check
+
+    def boom(_args: object) -> None:
+        raise OSError("no /proc")
+
+    monkeypatch.setattr(check, "_check_findings", boom)
+    assert top.main(["npd"]) == 2
+    assert capsys.readouterr().out.startswith("gpu-triage: OSError: no /proc")
