@@ -54,7 +54,17 @@ def seeds_for(target: str) -> list[bytes]:
         "fio": ["fio"],
         "kubectl-describe-pod": ["k8s"],
         "kubectl-describe-node": ["k8s"],
+        "kubectl-events": ["k8s"],
+        "ibv-devinfo": ["ib"],
+        "proc-stat": ["proc"],
+        "proc-pressure": ["proc"],
+        "nvidia-smi-topo-p2p": ["topo"],
+        "error-text": [],
     }
+    # variants of one parser (nvidia-smi-topo-p2p-r, proc-pressure-io) share its seeds
+    for name in list(by_parser):
+        if target.startswith(name + "-") and target not in by_parser:
+            by_parser[target] = by_parser[name]
     if target == "expression":
         import yaml
 
@@ -73,9 +83,22 @@ def seeds_for(target: str) -> list[bytes]:
     if target == "snapshot":
         files = sorted((ROOT / "tests" / "data" / "snapshots").glob("*.json"))
         return [f.read_bytes() for f in files]
+    if target == "error-text":  # what responders paste: the incidents' files
+        incidents = ROOT / "tests" / "data" / "incidents"
+        return [f.read_bytes() for f in sorted(incidents.glob("*/*")) if f.suffix != ".yaml"]
     if target == "compute-apps":
         return [b"pid, process_name, used_gpu_memory [MiB]\n2871, python, 70000 MiB\n"]
-    dirs = by_parser[target]
+    if target == "intake":  # every format, and sessions of them with prompts
+        files = sorted(f for base in (real, hand) for f in base.rglob("*") if f.is_file())
+        seeds = [f.read_bytes() for f in files if f.suffix != ".yaml"]
+        sessions = [
+            b"".join(
+                b"root@node:~# cat " + f.name.encode() + b"\n" + f.read_bytes() for f in files[i::7]
+            )
+            for i in range(7)
+        ]
+        return seeds + sessions
+    dirs = by_parser.get(target, [])
     found = [
         f.read_bytes()
         for d in dirs
@@ -212,6 +235,13 @@ def runner_for(target: str) -> tuple[Callable[[bytes], object], tuple[type[BaseE
             return parse_snapshot(data.decode("utf-8", "replace"), "fuzz.json")
 
         return run_snap, (SnapshotError,)
+    if target == "intake":
+        from gpu_triage.collectors.from_text import intake_paste
+
+        def run_intake(data: bytes) -> object:
+            return intake_paste(data.decode("utf-8", "replace"), "fuzz")
+
+        return run_intake, ()  # every failure is a piece of the result, never raised
     from gpu_triage.collectors.parsers.registry import clip_long_lines, raw_parser
 
     # The parser without its ParseError guard (that would hide the bugs we look for),
@@ -230,7 +260,7 @@ def runner_for(target: str) -> tuple[Callable[[bytes], object], tuple[type[BaseE
 def targets() -> list[str]:
     from gpu_triage.collectors.parsers.registry import PARSERS
 
-    return ["expression", "rule-yaml", "snapshot", *sorted(PARSERS)]
+    return ["expression", "rule-yaml", "snapshot", "intake", *sorted(PARSERS)]
 
 
 def fuzz_target(args: tuple[str, int, int]) -> tuple[str, int, int, int, float, list[str]]:

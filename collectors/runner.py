@@ -25,6 +25,7 @@ from typing import Any
 from gpu_triage.collectors.base import CollectContext, Collector, CollectorUnavailable
 from gpu_triage.collectors.merge import merge_fields
 from gpu_triage.collectors.nvml import NvmlCollector, normalize_bus_id
+from gpu_triage.io.node_identity import local_identity
 from gpu_triage.model.catalog import kinds as catalog_kinds
 from gpu_triage.model.facts import Facts
 from gpu_triage.model.snapshot import CollectorState, CollectorStatus, RawOutput, Snapshot
@@ -36,6 +37,9 @@ CANCEL_POLL_S = 0.05  # how often the supervisor looks at ``cancel``
 ABANDON_JOIN_S = 1.0  # the longest wait for abandoned collectors to clean up
 # collector name -> its abandoned thread that has not ended (one per collector at most)
 _STUCK: dict[str, threading.Thread] = {}
+
+# Kinds a collector that stops as unavailable may still deliver: the record of why.
+FAILURE_EVIDENCE = ("driver", "error")
 
 ProgressFn = Callable[[str, CollectorState | None], None]
 
@@ -210,7 +214,12 @@ def collect_snapshot(
         produced: list[str] = []
         if r.state is CollectorState.OK:
             produced = _merge(facts, r.facts, tuple(getattr(r.collector, "kinds", ())))
-        raw.extend(r.raw)
+        elif r.state in (CollectorState.UNAVAILABLE, CollectorState.FAILED):
+            # How a collector failed can be evidence (NVML's init error names a broken
+            # driver): keep those facts, nothing else it may have half filled.
+            declared = tuple(getattr(r.collector, "kinds", ()))
+            produced = _merge(facts, r.facts, tuple(k for k in FAILURE_EVIDENCE if k in declared))
+        raw.extend(r.raw)  # as the supervisor decided it: nothing added late
         statuses.append(
             CollectorStatus(
                 name=r.name,
@@ -224,9 +233,12 @@ def collect_snapshot(
     tie_to_gpus(facts)
     hostname = (facts.host.hostname if facts.host else None) or socket.gethostname()
     ctx.raw[:] = raw
+    identity = local_identity(ctx.root)
     return Snapshot(
         taken_at=taken_at,
         hostname=hostname,
+        node_id=identity.node_id,
+        boot_id=identity.boot_id,
         window_s=ctx.window_s,
         description=description,
         facts=facts,

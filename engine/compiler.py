@@ -9,6 +9,7 @@ rules into strata so a conclusion is always computed before a rule reads it
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import re
@@ -18,15 +19,18 @@ from pathlib import Path
 from typing import Any
 
 from gpu_triage.engine import expr as E
+from gpu_triage.engine import rulebook_cache
 from gpu_triage.engine.loader import (
     Diagnostic,
     LoadedOverlay,
     LoadedRule,
     RawRulebook,
     RulebookError,
-    load_paths,
+    parse_sources,
+    read_sources,
 )
 from gpu_triage.engine.model import (
+    Nvlink5Rule,
     Question,
     QuestionType,
     Rule,
@@ -65,9 +69,23 @@ class CompiledRule:
     reads: tuple[str, ...] = ()  # every kind.field it reads (see _reads), sorted
 
     id: str = ""  # the rule's id, copied for speed (read in every evaluation)
+    # kind bound -> fields of its item the verdict or the folding depends on
+    bound_fields: dict[str, frozenset[str]] = field(default_factory=dict)
+    # the condition's fact references and aggregates, walked once (read per finding)
+    expr_refs: tuple[E.Ref, ...] = ()
+    expr_aggregates: tuple[E.Aggregate, ...] = ()
 
     def __post_init__(self) -> None:
         self.id = self.rule.id
+        self.expr_refs = tuple(E.refs(self.expr))
+        self.expr_aggregates = tuple(E.aggregates(self.expr))
+        bound: dict[str, set[str]] = {k: set() for k in self.iter_kinds}
+        for r in [*self.expr_refs, *self.group_by]:
+            if r.kind in bound:
+                bound[r.kind].add(r.name)
+        if "gpu" in bound:
+            bound["gpu"].add("pci_bus_id")  # conclusions are per GPU
+        self.bound_fields = {k: frozenset(v) for k, v in bound.items()}
 
 
 @dataclass
@@ -82,10 +100,31 @@ class Rulebook:
     sxid_codes: dict[int, SxidCode] = field(default_factory=dict)
     xid_site: dict[int, tuple[XidOverride, str]] = field(default_factory=dict)  # + overlay name
     catalog_name: str = ""
+    # bucket name (and each alias in its key) -> meaning, from the catalogues' buckets:
+    xid_buckets: dict[str, str] = field(default_factory=dict)
+    # (register, bit) -> (class, meaning) for Xid 74; Xid -> decode rows for 144-150
+    xid74_bits: dict[tuple[int, int], tuple[str, str]] = field(default_factory=dict)
+    nvlink5_rules: dict[int, list[Nvlink5Rule]] = field(default_factory=dict)
 
-    @property
+    @functools.cached_property
+    def kind_fields(self) -> dict[str, tuple[str, ...]]:
+        """Per kind, every item field any rule reads (conditions and aggregates): items
+        equal in these are grouped once per evaluation."""
+        out: dict[str, set[str]] = {}
+        for r in self.rules:
+            for ref in E.refs(r.expr, include_local=True):
+                if ref.kind in kinds():
+                    out.setdefault(ref.kind, set()).add(ref.name)
+            for agg in E.aggregates(r.expr):
+                names = out.setdefault(agg.kind, set())
+                if agg.field:
+                    names.add(agg.field)
+        return {k: tuple(sorted(v)) for k, v in out.items()}
+
+    @functools.cached_property
     def fingerprint(self) -> str:
-        """A hash of the compiled rules: two equal rulebooks evaluate identically."""
+        """A hash of the compiled rules: two equal rulebooks evaluate identically
+        (computed once per rulebook object)."""
         h = hashlib.sha256()
         for r in self.rules:
             h.update(
@@ -131,12 +170,25 @@ class CompileError(Exception):
 def load_rulebook(
     paths: list[Path] | None = None, *, include_builtin: bool = True, allow_untrusted: bool = False
 ) -> Rulebook:
-    """Load and compile; raises RulebookError with every problem located."""
-    raw = load_paths(paths or [], include_builtin=include_builtin, allow_untrusted=allow_untrusted)
+    """Load and compile; raises RulebookError with every problem located.
+
+    The compiled rulebook is cached (engine.rulebook_cache), keyed by the text of every
+    rule file: reading the files is cheap, parsing and compiling them is not."""
+    sources, problems = read_sources(
+        paths or [], include_builtin=include_builtin, allow_untrusted=allow_untrusted
+    )
+    key = rulebook_cache.key_of(sources) if not problems else None
+    if key is not None:
+        hit = rulebook_cache.get(key)
+        if isinstance(hit, Rulebook):
+            return hit
+    raw = parse_sources(sources, problems)
     book, diags = compile_rulebook(raw)
     errors = raw.diagnostics + [d for d in diags if d.level == "error"]
     if errors:
         raise RulebookError(sorted(errors))
+    if key is not None:
+        rulebook_cache.put(key, book)
     return book
 
 
@@ -152,7 +204,7 @@ def compile_rulebook(raw: RawRulebook) -> tuple[Rulebook, list[Diagnostic]]:
     compiled = _compile_all(loaded, over, questions, conclusions, diags)
     _stratify(compiled, conclusions, diags)
     compiled.sort(key=lambda r: r.order)
-    xid_codes, sxid_codes, catalog_name = _catalogues(raw)
+    cat = _catalogues(raw)
     book = Rulebook(
         compiled,
         questions,
@@ -160,10 +212,13 @@ def compile_rulebook(raw: RawRulebook) -> tuple[Rulebook, list[Diagnostic]]:
         over.disabled,
         raw.sources,
         [d for d in diags if d.level != "error"],
-        xid_codes,
-        sxid_codes,
+        cat.xid_codes,
+        cat.sxid_codes,
         over.xid_site,
-        catalog_name,
+        cat.name,
+        cat.buckets,
+        cat.xid74_bits,
+        cat.nvlink5_rules,
     )
     return book, diags
 
@@ -330,16 +385,49 @@ def _compile_all(
     return compiled
 
 
-def _catalogues(raw: RawRulebook) -> tuple[dict[int, XidCode], dict[int, SxidCode], str]:
-    """The Xid and SXid codes; later catalogues extend or replace codes of earlier ones."""
-    xid_codes: dict[int, XidCode] = {}
-    sxid_codes: dict[int, SxidCode] = {}
+@dataclass
+class _Catalogues:
+    xid_codes: dict[int, XidCode] = field(default_factory=dict)
+    sxid_codes: dict[int, SxidCode] = field(default_factory=dict)
+    name: str = ""
+    buckets: dict[str, str] = field(default_factory=dict)
+    xid74_bits: dict[tuple[int, int], tuple[str, str]] = field(default_factory=dict)
+    nvlink5_rules: dict[int, list[Nvlink5Rule]] = field(default_factory=dict)
+
+
+def _catalogues(raw: RawRulebook) -> _Catalogues:
+    """The Xid and SXid codes, bucket meanings and decode tables; later catalogues extend
+    or replace codes of earlier ones, a catalogue with decode rows replaces earlier rows."""
+    out = _Catalogues()
     names = []
     for lc in raw.catalogs:
-        names.append(lc.catalog.xid_catalog)
-        xid_codes.update({c.code: c for c in lc.catalog.codes})
-        sxid_codes.update({c.code: c for c in lc.catalog.sxids})
-    return xid_codes, sxid_codes, " + ".join(names)
+        cat = lc.catalog
+        if cat.codes or cat.sxids:
+            names.append(cat.xid_catalog)
+        out.xid_codes.update({c.code: c for c in cat.codes})
+        out.sxid_codes.update({c.code: c for c in cat.sxids})
+        out.buckets.update(bucket_aliases(cat.buckets))
+        for b in cat.xid74_bits:
+            out.xid74_bits.update({(b.reg, bit): (b.bit_class, b.meaning) for bit in b.bits})
+        if cat.nvlink5_rules:
+            out.nvlink5_rules = {}
+            for row in cat.nvlink5_rules:
+                out.nvlink5_rules.setdefault(row.xid, []).append(row)
+    out.name = " + ".join(names)
+    return out
+
+
+def bucket_aliases(buckets: dict[str, str]) -> dict[str, str]:
+    """Bucket meanings under every name a finding may print: the catalogue's keys carry
+    notes and pairs ("WORKFLOW_NVLINK_ERR (Xid 74)", "IGNORE (sympathetic) /
+    SYMPATHETIC_REPORT_SOLO")."""
+    out: dict[str, str] = {}
+    for key, meaning in buckets.items():
+        out[key] = meaning
+        for part in key.split(" / "):
+            out.setdefault(part.strip(), meaning)
+            out.setdefault(part.split(" (")[0].strip(), meaning)
+    return out
 
 
 class _FieldCompileError(Exception):

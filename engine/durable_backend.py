@@ -26,13 +26,12 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import select
 import subprocess
-import sys
 import threading
 from typing import Any
 
+from gpu_triage.engine import durable_worker as worker
 from gpu_triage.engine import expr as E
 from gpu_triage.engine.backend import BackendFailure, ReferenceBackend, Verdicts
 from gpu_triage.engine.compiler import CompiledRule, Rulebook
@@ -62,6 +61,10 @@ MAX_PATTERN_EXPRESSIONS = 15
 
 
 MAX_ROW_COLUMNS = 200  # durable_rules holds about 253 keys per fact
+# durable_rules walks the patterns a fact may match with a fixed stack of 64 nodes
+# (events.c, MAX_STACK_SIZE; "error code: 303" when full): a row shared by too many rules
+# overflows it (measured: 180 Xid rules on one row). Rows are shared by at most this many.
+MAX_GROUP_RULES = 24
 
 
 class RowGroup:
@@ -258,7 +261,11 @@ def compile_ruleset(book: Rulebook) -> tuple[dict[str, Any], dict[str, RuleProgr
             continue
         signature = (rule.iter_kinds, rule.join_gpu, rule.stratum)
         group = open_groups.get(signature)
-        if group is None or len(set(group.by_text) | set(trial.group.by_text)) > MAX_ROW_COLUMNS:
+        if (
+            group is None
+            or len(set(group.by_text) | set(trial.group.by_text)) > MAX_ROW_COLUMNS
+            or len(group.rule_ids) >= MAX_GROUP_RULES
+        ):
             group = open_groups[signature] = RowGroup(count)
             count += 1
         group.rule_ids.append(rule.id)
@@ -282,22 +289,14 @@ class DurableBackend:
             if self.too_large
             else None
         )
-        self.worker_argv = worker_argv or [sys.executable, "-m", "gpu_triage.engine.durable_worker"]
+        self.worker_argv = worker_argv or worker.worker_argv()
         self._proc: subprocess.Popen[str] | None = None
         self._lock = threading.Lock()
 
     # ------------------------------------------------------------------ worker
     def _start(self) -> None:
-        env = {k: v for k, v in os.environ.items() if k in ("PATH", "PYTHONPATH", "HOME")}
-        self._proc = subprocess.Popen(
-            self.worker_argv,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            text=True,
-            env=env,
-            bufsize=1,
-        )
+        spare = worker.take_spare() if self.worker_argv == worker.worker_argv() else None
+        self._proc = spare or worker.spawn(self.worker_argv)
         reply = self._request({"op": "load", "ruleset": self.ruleset})
         if not reply.get("ok"):
             self.close()
@@ -361,14 +360,23 @@ class DurableBackend:
     ) -> Verdicts:
         rows: list[dict[str, Any]] = []
         large = [r for r in rules if r.id in self.too_large]
-        groups: dict[int, tuple[RowGroup, str]] = {}
+        # Each rule brings the bindings it must decide (one per distinct set of values it
+        # reads); the rules of a group share rows, so a group's rows are the union of its
+        # rules' bindings, and each rule maps a row back to its own binding index.
+        row_of: dict[tuple[int, int], int] = {}  # (group, id(binding)) -> row number
+        local: dict[str, dict[int, int]] = {}  # rule id -> row number -> binding index
         for rule in rules:
-            if rule.id not in self.too_large:
-                group = self.programs[rule.id].group
-                groups.setdefault(group.index, (group, rule.id))
-        for group, rule_id in groups.values():
-            # every rule of a group binds the same kinds: the same bindings, in order
-            rows.extend(group.row(inp, b, i, concl) for i, b in enumerate(binds[rule_id]))
+            if rule.id in self.too_large:
+                continue
+            group = self.programs[rule.id].group
+            mine = local[rule.id] = {}
+            for i, b in enumerate(binds[rule.id]):
+                slot = (group.index, id(b))
+                r = row_of.get(slot)
+                if r is None:
+                    r = row_of[slot] = len(rows)
+                    rows.append(group.row(inp, b, r, concl))
+                mine[r] = i
         with self._lock:
             if self._proc is None or self._proc.poll() is not None:
                 self.close()
@@ -378,11 +386,11 @@ class DurableBackend:
             raise BackendFailure(reply.get("error", "durable_rules evaluation failed"))
         strict: set[tuple[str, int]] = set()
         possible: set[tuple[str, int]] = set()
-        wanted = {r.id for r in rules}
-        for name, _group, b in reply["hits"]:
+        for name, _group, row in reply["hits"]:
             rule_id = self._by_index[int(name[1:].rstrip("?"))].rule.id
-            if rule_id in wanted:
-                (possible if name.endswith("?") else strict).add((rule_id, b))
+            index = local.get(rule_id, {}).get(row)
+            if index is not None:
+                (possible if name.endswith("?") else strict).add((rule_id, index))
         out: Verdicts = dict.fromkeys(possible, None)
         for key in strict:
             out[key] = True

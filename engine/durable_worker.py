@@ -15,11 +15,75 @@ segfaults on a session in which no action ever ran.
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import json
+import os
+import subprocess
 import sys
 from typing import Any
 
 RULESET = "gpu_triage"
+
+
+# ---------------------------------------------------------------- started by the parent
+
+
+def worker_argv() -> list[str]:
+    return [sys.executable, "-m", "gpu_triage.engine.durable_worker"]
+
+
+def spawn(argv: list[str] | None = None) -> subprocess.Popen[str]:
+    """A worker process, waiting for its ruleset (it imports durable_rules meanwhile)."""
+    env = {k: v for k, v in os.environ.items() if k in ("PATH", "PYTHONPATH", "HOME")}
+    return subprocess.Popen(
+        argv or worker_argv(),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        env=env,
+        bufsize=1,
+    )
+
+
+_SPARE: list[subprocess.Popen[str]] = []
+
+
+def prespawn() -> None:
+    """Start a worker now, so that its interpreter start and durable_rules import run
+    beside the parent's own start-up instead of after it (a cold ``gpu-triage run``).
+    One that is never taken is ended at exit; it also ends by itself when its stdin
+    closes."""
+    if not _SPARE:
+        try:
+            _SPARE.append(spawn())
+        except OSError:
+            return
+        atexit.register(discard_spare)
+
+
+def take_spare() -> subprocess.Popen[str] | None:
+    while _SPARE:
+        proc = _SPARE.pop()
+        if proc.poll() is None:
+            return proc
+    return None
+
+
+def discard_spare() -> None:
+    while _SPARE:
+        proc = _SPARE.pop()
+        with contextlib.suppress(OSError, subprocess.TimeoutExpired):
+            proc.kill()
+            proc.wait(timeout=5)
+        for stream in (proc.stdin, proc.stdout):
+            if stream is not None:
+                with contextlib.suppress(OSError):
+                    stream.close()
+
+
+# ---------------------------------------------------------------- the worker itself
 
 
 def serve(stdin: Any = None, stdout: Any = None) -> int:

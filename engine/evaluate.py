@@ -8,10 +8,12 @@ decision itself, which the differential tests compare.
 
 from __future__ import annotations
 
+import gc
+import operator
 import re
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 from gpu_triage.engine import expr as E
@@ -31,10 +33,13 @@ from gpu_triage.engine.findings import (
     Summary,
 )
 from gpu_triage.engine.inputs import Binding, EvalInput, bindings, subject_key, subject_label
+from gpu_triage.engine.model import RunbookStep
+from gpu_triage.engine.placeholders import PLACEHOLDER_NODE, fill, placeholders
 from gpu_triage.engine.reference import Clause, Conclusions, Evaluator, Missing, Val
 from gpu_triage.engine.verdict import judge
 from gpu_triage.model.catalog import kinds
-from gpu_triage.model.snapshot import Snapshot
+from gpu_triage.model.limits import SnapshotTooLarge, check_counts, counts_of
+from gpu_triage.model.snapshot import Snapshot, SnapshotError
 
 
 @dataclass
@@ -43,6 +48,111 @@ class Decision:
     binding: Binding
     index: int
     status: Status
+    # Other bindings whose facts read by the rule are equal: decided the same way (an
+    # Xid storm repeats one line thousands of times; it is decided once).
+    same: Sequence[Binding] = ()
+
+
+class Members(Sequence[Binding]):
+    """The bindings of a class but its first, without copying them out of the pool."""
+
+    def __init__(self, pool: list[Binding], members: list[int], first: int) -> None:
+        self.pool, self.members, self.first = pool, members, first
+
+    def __len__(self) -> int:
+        return len(self.members) - 1
+
+    def __iter__(self) -> Iterator[Binding]:
+        pool, first = self.pool, self.first
+        return (pool[m] for m in self.members if m != first)
+
+    def __getitem__(self, i: int) -> Binding:  # type: ignore[override]
+        return list(self)[i]
+
+
+_ABSENT = object()  # a binding whose item of a kind is unavailable
+
+
+def binding_classes(
+    binds: list[Binding],
+    kinds_fields: dict[str, tuple[str, ...]],
+    members: list[list[int]] | None = None,
+) -> list[list[int]]:
+    """Group bindings (``members``: lists of binding indexes, grouped already; None: each
+    binding alone) by the values of ``kinds_fields``: equal values, equal verdicts.
+    Classes keep the order of their first binding."""
+    getters = [
+        (kind, operator.attrgetter(*fields) if fields else None)
+        for kind, fields in kinds_fields.items()
+    ]
+    if members is None and len(getters) == 1:
+        return _classes_of_one_kind(binds, *getters[0])
+    out: dict[Any, list[int]] = {}
+    groups = members if members is not None else ([i] for i in range(len(binds)))
+    try:
+        for group in groups:
+            b = binds[group[0]]
+            key = tuple(
+                _ABSENT if (it := b.get(kind)) is None else (g(it) if g is not None else True)
+                for kind, g in getters
+            )
+            slot = out.get(key)
+            if slot is None:
+                out[key] = list(group)
+            else:
+                slot.extend(group)
+    except TypeError:  # an unhashable value: every binding on its own
+        return (
+            [[i] for i in range(len(binds))]
+            if members is None
+            else [[i] for group in members for i in group]
+        )
+    return list(out.values())
+
+
+def _classes_of_one_kind(
+    binds: list[Binding], kind: str, getter: Callable[[Any], Any] | None
+) -> list[list[int]]:
+    out: dict[Any, list[int]] = {}
+    try:
+        for i, b in enumerate(binds):
+            it = b[kind]
+            key = _ABSENT if it is None else (getter(it) if getter is not None else True)
+            slot = out.get(key)
+            if slot is None:
+                out[key] = [i]
+            else:
+                slot.append(i)
+    except TypeError:
+        return [[i] for i in range(len(binds))]
+    return list(out.values())
+
+
+def read_fields(rules: list[CompiledRule]) -> dict[str, tuple[str, ...]]:
+    """Per bound kind, every field the rules read of it: their condition (aggregates'
+    references to the binding included), their grouping, and the GPU's bus id (per-GPU
+    conclusions)."""
+    out: dict[str, set[str]] = {}
+    for rule in rules:
+        for kind, names in rule.bound_fields.items():
+            out.setdefault(kind, set()).update(names)
+    return {k: tuple(sorted(v)) for k, v in out.items()}
+
+
+def _signature_classes(
+    inp: EvalInput, iter_kinds: tuple[str, ...], join_gpu: bool, fields: dict[str, tuple[str, ...]]
+) -> tuple[list[Binding], list[list[int]]]:
+    """Bindings of a signature and their classes, once per evaluation (strata share them)."""
+    cache = inp.aggregate_cache
+    key = ("bindings", iter_kinds, join_gpu)
+    all_binds = cache.get(key)
+    if all_binds is None:
+        all_binds = cache[key] = bindings(inp, iter_kinds, join_gpu)
+    ckey = ("classes", iter_kinds, join_gpu, tuple(fields.items()))
+    coarse = cache.get(ckey)
+    if coarse is None:
+        coarse = cache[ckey] = binding_classes(all_binds, fields)
+    return all_binds, coarse
 
 
 def decide(inp: EvalInput, book: Rulebook, backend: Backend) -> tuple[list[Decision], Conclusions]:
@@ -50,11 +160,28 @@ def decide(inp: EvalInput, book: Rulebook, backend: Backend) -> tuple[list[Decis
     decisions: list[Decision] = []
     for name in book.conclusions:
         concl.declare(name)
+    if not inp.kind_fields:
+        inp.kind_fields = book.kind_fields
     for stratum in book.strata:
-        binds = {r.id: bindings(inp, r.iter_kinds, r.join_gpu) for r in stratum}
+        # Rules binding the same kinds share their bindings, grouped once by every field
+        # they read; each rule then sees one binding per distinct value of its own fields.
+        by_sig: dict[tuple[Any, ...], list[CompiledRule]] = {}
+        for r in stratum:
+            by_sig.setdefault((r.iter_kinds, r.join_gpu), []).append(r)
+        binds: dict[str, list[Binding]] = {}
+        classes: dict[str, list[list[int]]] = {}
+        full: dict[str, list[Binding]] = {}
+        for (iter_kinds, join_gpu), rules in by_sig.items():
+            all_binds, coarse = _signature_classes(inp, iter_kinds, join_gpu, read_fields(rules))
+            for r in rules:
+                fine = binding_classes(all_binds, read_fields([r]), coarse)
+                classes[r.id] = fine
+                binds[r.id] = [all_binds[c[0]] for c in fine]
+                full[r.id] = all_binds
         verdicts = backend.run_stratum(inp, stratum, binds, concl)
         for rule in stratum:
-            for i, b in enumerate(binds[rule.id]):
+            all_binds = full[rule.id]
+            for i, (b, members) in enumerate(zip(binds[rule.id], classes[rule.id], strict=True)):
                 verdict = verdicts.get((rule.id, i), False)
                 if rule.rule.concludes:
                     gpu = b.get("gpu")
@@ -67,7 +194,9 @@ def decide(inp: EvalInput, book: Rulebook, backend: Backend) -> tuple[list[Decis
                 status = Status.FIRED
                 if verdict is None:
                     status = Status.CANNOT_EVALUATE
-                decisions.append(Decision(rule, b, i, status))
+                first = min(members)
+                same = Members(all_binds, members, first) if len(members) > 1 else ()
+                decisions.append(Decision(rule, all_binds[first], first, status, same))
     return decisions, concl
 
 
@@ -83,10 +212,33 @@ def evaluate(
 
     A failure of the durable backend never loses the evaluation: the reference
     evaluator takes over and the document says so."""
+    # The cyclic garbage collector is paused while evaluating: an evaluation allocates an
+    # object per event and binding but creates no reference cycles, and with 100,000 Xids
+    # the collector's repeated passes over them cost more than the evaluation itself.
+    paused = gc.isenabled()
+    gc.disable()
+    try:
+        return _evaluate(inp, book, engine, backend_factory, source)
+    finally:
+        if paused:
+            gc.enable()
+
+
+def _evaluate(
+    inp: EvalInput | Snapshot,
+    book: Rulebook,
+    engine: str,
+    backend_factory: Callable[[Rulebook], Backend] | None,
+    source: str,
+) -> FindingsDocument:
     collectors = []
     if isinstance(inp, Snapshot):
         collectors = inp.collectors
         inp = EvalInput.from_snapshot(inp)
+    try:  # live collections and library callers too, not only snapshot files
+        check_counts(counts_of(inp.facts), inp.hostname or "snapshot")
+    except SnapshotTooLarge as exc:
+        raise SnapshotError(str(exc)) from None
     inp = enrich(inp, book)
     start = time.perf_counter()
     fallback: str | None = None
@@ -121,6 +273,10 @@ def evaluate(
 # --------------------------------------------------------------------------- findings
 
 
+# A folded finding lists at most this many other subjects; ``occurrences`` counts them all.
+MAX_ALSO_SEEN = 50
+
+
 def build_document(
     inp: EvalInput, book: Rulebook, decisions: list[Decision], concl: Conclusions
 ) -> FindingsDocument:
@@ -128,29 +284,45 @@ def build_document(
     unknown: list[Finding] = []
     confirm: list[Finding] = []
     fired_ids: set[str] = set()
-    folded: dict[tuple[str, str], Finding] = {}
+    folded: dict[tuple[str, str], tuple[Finding, set[str]]] = {}
     for d in decisions:
-        f = make_finding(inp, d, concl)
-        if f.status is Status.FIRED:
-            if d.rule.group_by:
-                ev = Evaluator(inp, d.binding, concl)
-                key = (d.rule.id, repr([ev.ref(r).value for r in d.rule.group_by]))
-                first = folded.get(key)
-                if first is not None:  # same rule, same grouping values: count it
-                    first.occurrences += 1
-                    if f.subject not in first.also_seen_on and f.subject != first.subject:
-                        first.also_seen_on.append(f.subject)
-                    continue
-                folded[key] = f
-            fired.append(f)
-            fired_ids.add(f.rule_id)
-        elif f.status is Status.NEEDS_CONFIRMATION:
-            confirm.append(f)
-        else:
-            unknown.append(f)
+        if d.status is Status.FIRED and d.rule.group_by:
+            # Fold before building: one finding per rule and grouping values, however
+            # many bindings share them.
+            ev = Evaluator(inp, d.binding, concl)
+            key = (d.rule.id, repr([ev.ref(r).value for r in d.rule.group_by]))
+            entry = folded.get(key)
+            others = d.same
+            if entry is None:
+                f = make_finding(inp, d, concl)
+                entry = folded[key] = (f, {f.subject})
+                fired.append(f)
+                fired_ids.add(f.rule_id)
+            else:
+                others = [d.binding, *d.same]
+            first, seen = entry
+            first.occurrences += len(others)
+            for b in others:
+                if len(first.also_seen_on) >= MAX_ALSO_SEEN:
+                    break
+                subject = subject_label(b, inp.hostname)
+                if subject not in seen:
+                    seen.add(subject)
+                    first.also_seen_on.append(subject)
+            continue
+        for i, b in enumerate([d.binding, *d.same]):
+            f = make_finding(inp, d if i == 0 else replace(d, binding=b, same=[]), concl)
+            if f.status is Status.FIRED:
+                fired.append(f)
+                fired_ids.add(f.rule_id)
+            elif f.status is Status.NEEDS_CONFIRMATION:
+                confirm.append(f)
+            else:
+                unknown.append(f)
+    competing = CompetingCauses(inp, book, concl)
     for f in fired:
         if f.group:
-            f.competing = competing_causes(inp, book, f, concl)
+            f.competing = competing.of(f)
     order = {r.id: r.order for r in book.rules}
 
     def rank(f: Finding) -> tuple[int, int, int, str]:
@@ -227,7 +399,7 @@ def make_finding(inp: EvalInput, d: Decision, concl: Conclusions) -> Finding:
         evidence=evidence(rule, ev),
         missing=missing,
         questions=questions,
-        runbook=list(rule.rule.runbook),
+        runbook=fill_runbook(rule.rule.runbook, ev, inp.hostname),
         references=list(rule.rule.references),
         group=rule.rule.group,
         concludes=rule.rule.concludes,
@@ -235,22 +407,69 @@ def make_finding(inp: EvalInput, d: Decision, concl: Conclusions) -> Finding:
     )
 
 
+def fill_runbook(steps: list[RunbookStep], ev: Evaluator, hostname: str) -> list[RunbookStep]:
+    """The rule's steps with their ``{kind.field}`` parameters filled from the bindings
+    (what stays unfilled is asked of a person before the step can run)."""
+
+    def lookup(kind: str, name: str) -> Any:
+        if kind == PLACEHOLDER_NODE:
+            return hostname if name == "hostname" else None
+        if kind not in kinds() or name not in kinds()[kind].fields:
+            return None
+        v = ev.ref(E.Ref(kind, name))
+        return v.value if v.known else None
+
+    out = []
+    for step in steps:
+        if step.command and placeholders(step.command):
+            step = step.model_copy(update={"command": fill(step.command, lookup)})
+        out.append(step)
+    return out
+
+
 _TEMPLATE = re.compile(r"\{([a-z_]+)\.([a-z0-9_]+)\}")
 
 
 def render_text(text: str, ev: Evaluator) -> str:
     """Fill ``{kind.field}`` placeholders with the bound values ("?" when unknown)."""
+    parts = _template_parts(text)
+    if len(parts) == 1 and isinstance(parts[0], str):
+        return parts[0]
+    out = []
+    for part in parts:
+        if isinstance(part, str):
+            out.append(part)
+        else:
+            v = ev.ref(part)
+            out.append(_fmt(v.value) if v.known else "?")
+    return "".join(out)
 
-    def sub(m: re.Match[str]) -> str:
+
+_PARTS: dict[str, list[str | E.Ref]] = {}
+
+
+def _template_parts(text: str) -> list[str | E.Ref]:
+    """A text split once into literals and the fact references it shows (rule texts are
+    few and rendered for every finding)."""
+    hit = _PARTS.get(text)
+    if hit is not None:
+        return hit
+    parts: list[str | E.Ref] = []
+    stripped = text.strip()
+    pos = 0
+    for m in _TEMPLATE.finditer(stripped):
         kind, name = m.group(1), m.group(2)
-        if kind not in kinds() and kind not in ("answer", "concl"):
-            return m.group(0)
-        if kind in kinds() and name not in kinds()[kind].fields:
-            return m.group(0)
-        v = ev.ref(E.Ref(kind, name))
-        return _fmt(v.value) if v.known else "?"
-
-    return _TEMPLATE.sub(sub, text.strip())
+        known = kind in ("answer", "concl") or (kind in kinds() and name in kinds()[kind].fields)
+        if not known:
+            continue
+        parts.append(stripped[pos : m.start()])
+        parts.append(E.Ref(kind, name))
+        pos = m.end()
+    parts.append(stripped[pos:])
+    parts = [p for p in parts if p != ""] or [""]
+    if len(_PARTS) < 10_000:
+        _PARTS[text] = parts
+    return parts
 
 
 def _fmt(value: Any) -> str:
@@ -270,14 +489,14 @@ def evidence(rule: CompiledRule, ev: Evaluator) -> list[EvidenceItem]:
         if ev.binding.get(k) is not None
         for f in kinds()[k].identity  # which item it is: always shown with the evidence
     ]
-    refs = identity + [r for r in E.refs(rule.expr) if r.kind != "params"] + list(rule.evidence)
+    refs = identity + [r for r in rule.expr_refs if r.kind != "params"] + list(rule.evidence)
     for r in refs:
         if r.path in seen:
             continue
         seen.add(r.path)
         v = ev.ref(r)
         items.append(_evidence_item(r.path, v, r.kind, r.name, ev))
-    for agg in E.aggregates(rule.expr):
+    for agg in rule.expr_aggregates:
         text = E.render(agg)
         if text in seen:
             continue
@@ -324,49 +543,89 @@ def _unit(kind: str, name: str | None) -> str:
     return fi.unit if fi else ""
 
 
+class CompetingCauses:
+    """For fired findings, every other rule of their differential group and why it lost;
+    each (rule, GPU) is worked out once per evaluation, however many findings ask."""
+
+    def __init__(self, inp: EvalInput, book: Rulebook, concl: Conclusions) -> None:
+        self.inp, self.book, self.concl = inp, book, concl
+        self.groups: dict[str, list[CompiledRule]] = {}
+        for r in book.rules:
+            if r.rule.group:
+                self.groups.setdefault(r.rule.group, []).append(r)
+        self._binds: dict[tuple[Any, ...], tuple[list[Binding], dict[str, list[int]]]] = {}
+        self._memo: dict[tuple[str, frozenset[str]], RuledOut] = {}
+
+    def of(self, f: Finding) -> list[RuledOut]:
+        buses = frozenset(
+            p[4:] for p in f.subject_key.split(",") if p.startswith("gpu:") and len(p) > 4
+        )
+        out: list[RuledOut] = []
+        for other in self.groups.get(f.group or "", []):
+            if other.id == f.rule_id:
+                continue
+            key = (other.id, buses)
+            hit = self._memo.get(key)
+            if hit is None:
+                hit = self._memo[key] = self._ruled_out(other, buses)
+            out.append(hit.model_copy())
+        return out
+
+    def _bindings(self, rule: CompiledRule) -> tuple[list[Binding], dict[str, list[int]]]:
+        sig = (rule.iter_kinds, rule.join_gpu)
+        hit = self._binds.get(sig)
+        if hit is None:
+            binds = bindings(self.inp, rule.iter_kinds, rule.join_gpu)
+            by_bus: dict[str, list[int]] = {}
+            for i, b in enumerate(binds):
+                gpu = b.get("gpu")
+                bus = gpu.__dict__.get("pci_bus_id") if gpu is not None else None
+                if bus:
+                    by_bus.setdefault(bus, []).append(i)
+            hit = self._binds[sig] = (binds, by_bus)
+        return hit
+
+    def _ruled_out(self, other: CompiledRule, buses: frozenset[str]) -> RuledOut:
+        inp, concl = self.inp, self.concl
+        binds, by_bus = self._bindings(other)
+        idx = sorted(i for bus in buses for i in by_bus.get(bus, ()))
+        related = [binds[i] for i in idx] if idx else binds
+        title = render_text(other.rule.title, Evaluator(inp, related[0] if related else {}, concl))
+        # One evaluation per distinct set of values the rule reads (classes keep order).
+        # No binding at all (a node where the driver enumerates no GPU): nothing to try.
+        classes = (
+            binding_classes(related, read_fields([other]))
+            if len(related) > 1
+            else [[0]]
+            if related
+            else []
+        )
+        first_unknown: Binding | None = None
+        for c in classes:
+            v = Evaluator(inp, related[c[0]], concl).evaluate(other.expr)
+            if v.value is True:
+                return RuledOut(rule_id=other.id, title=title, status="fired", reason="also holds")
+            if v.value is None and first_unknown is None:
+                first_unknown = related[c[0]]
+        if first_unknown is not None:
+            val = Evaluator(inp, first_unknown, concl).evaluate(other.expr)
+            miss = ", ".join(str(m) for m in val.missing[:3])
+            return RuledOut(
+                rule_id=other.id, title=title, status="cannot_evaluate", reason=miss or "unknown"
+            )
+        reason = "no items to evaluate"
+        if related:
+            trace: list[Clause] = []
+            Evaluator(inp, related[0], concl, trace).evaluate(other.expr)
+            reason = first_false_clause(trace) or "condition false"
+        return RuledOut(rule_id=other.id, title=title, status="not_fired", reason=reason)
+
+
 def competing_causes(
     inp: EvalInput, book: Rulebook, f: Finding, concl: Conclusions
 ) -> list[RuledOut]:
     """For a fired finding, every other rule of its differential group and why it lost."""
-    out: list[RuledOut] = []
-    for other in book.rules:
-        if other.id == f.rule_id or other.rule.group != f.group:
-            continue
-        binds = bindings(inp, other.iter_kinds, other.join_gpu)
-        related = [b for b in binds if _same_gpu(b, f.subject_key)] or binds
-        verdicts = []
-        for b in related:
-            trace: list[Clause] = []
-            v = Evaluator(inp, b, concl, trace).evaluate(other.expr)
-            verdicts.append((v, trace))
-        title = render_text(other.rule.title, Evaluator(inp, related[0] if related else {}, concl))
-        if any(v.value is True for v, _ in verdicts):
-            out.append(RuledOut(rule_id=other.id, title=title, status="fired", reason="also holds"))
-            continue
-        unknown = next(((v, t) for v, t in verdicts if v.value is None), None)
-        if unknown is not None:
-            miss = ", ".join(str(m) for m in unknown[0].missing[:3])
-            out.append(
-                RuledOut(
-                    rule_id=other.id,
-                    title=title,
-                    status="cannot_evaluate",
-                    reason=miss or "unknown",
-                )
-            )
-            continue
-        reason = "no items to evaluate"
-        if verdicts:
-            failed = first_false_clause(verdicts[0][1])
-            reason = failed or "condition false"
-        out.append(RuledOut(rule_id=other.id, title=title, status="not_fired", reason=reason))
-    return out
-
-
-def _same_gpu(b: Binding, key: str) -> bool:
-    gpu = b.get("gpu")
-    bus = gpu.__dict__.get("pci_bus_id") if gpu is not None else None
-    return bool(bus) and f"gpu:{bus}" in key
+    return CompetingCauses(inp, book, concl).of(f)
 
 
 def first_false_clause(trace: list[Clause]) -> str | None:

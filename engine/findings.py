@@ -11,7 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from gpu_triage import __version__
 from gpu_triage.engine.model import Question, RunbookStep, Severity, Stage
 from gpu_triage.engine.subject import SubjectKey
-from gpu_triage.engine.verdict import ExitCode
+from gpu_triage.engine.verdict import ExitCode as ExitCode  # re-exported: its old home
 from gpu_triage.model.snapshot import HISTORY_SOURCE, CollectorStatus
 
 FINDINGS_SCHEMA_VERSION = 1

@@ -25,16 +25,19 @@ class EvalInput:
     hostname: str = ""
     taken_at: datetime | None = None
     _gpu_by_bus: dict[str, FactModel] | None = None
-    # aggregate node id -> value, for aggregates that do not depend on the binding
-    aggregate_cache: dict[int, Any] = field(default_factory=dict)
+    # aggregate indexes and item groupings of this evaluation (engine.aggregates)
+    aggregate_cache: dict[Any, Any] = field(default_factory=dict)
+    # kind -> every item field the rulebook reads: items equal in these are grouped once
+    kind_fields: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
     @classmethod
     def from_snapshot(cls, snap: Snapshot) -> EvalInput:
         return cls(snap.facts, kind_availability(snap), snap.hostname, snap.taken_at)
 
     def items(self, kind: str) -> list[FactModel]:
+        """The items of a kind (the facts' own list: read it, do not change it)."""
         value = getattr(self.facts, _ATTR[kind])
-        return list(value) if isinstance(value, list) else ([value] if value is not None else [])
+        return value if isinstance(value, list) else ([value] if value is not None else [])
 
     def singleton(self, kind: str) -> FactModel | None:
         value = getattr(self.facts, _ATTR[kind])
@@ -45,6 +48,10 @@ class EvalInput:
             self._gpu_by_bus = {g.pci_bus_id: g for g in self.facts.gpus if g.pci_bus_id}
         return self._gpu_by_bus.get(bus) if bus else None
 
+
+# Kinds people supply (inventory, job metrics, the error text a job printed): never
+# "unavailable", their fields or items are just absent until supplied.
+SUPPLIED_KINDS = ("site", "job", "error")
 
 _ATTR = {name: k.attr for name, k in kinds().items()}  # kind -> Facts attribute
 
@@ -65,7 +72,7 @@ def kind_availability(snap: Snapshot) -> dict[str, Unavailable]:
         return {}
     out: dict[str, Unavailable] = {}
     for name, k in kinds().items():
-        if name in ("site", "job"):
+        if name in SUPPLIED_KINDS:
             continue
         tried = [c for c in snap.collectors if c.name in k.collectors or name in c.kinds]
         if any(c.state is CollectorState.OK for c in tried):

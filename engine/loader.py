@@ -13,12 +13,14 @@ import stat
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
 from gpu_triage.engine.model import Overlay, Rule, XidCatalog
-from gpu_triage.io.yamlio import MAX_NODES_PER_DOC, Located, YamlError, documents
+
+if TYPE_CHECKING:
+    from gpu_triage.io.yamlio import Located
 
 MAX_FILE_BYTES = 1_000_000
 MAX_DOCS_PER_FILE = 500
@@ -76,6 +78,9 @@ class RawRulebook:
 
 def load_text(text: str, file: str, rulebook: str, out: RawRulebook, order_start: int = 0) -> None:
     """Parse one file's text into rules and overlays, appending to ``out``."""
+    # Imported here: a run whose compiled rulebook comes from the cache never parses YAML.
+    from gpu_triage.io.yamlio import MAX_NODES_PER_DOC, YamlError, documents
+
     out.sources.append(file)
     order = order_start
     try:
@@ -145,39 +150,68 @@ def rule_files(path: Path) -> list[Path]:
     )
 
 
-def load_paths(
+@dataclass(frozen=True)
+class Source:
+    """One rule file's text, as read (its name locates diagnostics)."""
+
+    name: str
+    text: str
+    rulebook: str
+
+
+def read_sources(
     paths: list[Path], *, include_builtin: bool = True, allow_untrusted: bool = False
-) -> RawRulebook:
-    """Load the packaged rulebook (unless told not to) and then each named file or directory."""
-    out = RawRulebook()
-    order = 0
+) -> tuple[list[Source], list[Diagnostic]]:
+    """The texts of the packaged rulebook (unless told not to) and of each named file or
+    directory, and what stopped a file from being read."""
+    sources: list[Source] = []
+    diagnostics: list[Diagnostic] = []
     if include_builtin:
-        for name, text in builtin_texts():
-            load_text(text, name, BUILTIN, out, order)
-            order = len(out.rules) + len(out.overlays)
+        sources.extend(Source(name, text, BUILTIN) for name, text in builtin_texts())
     for base in paths:
         if not base.exists():
-            out.diagnostics.append(Diagnostic(str(base), 1, 1, "no such file or directory"))
+            diagnostics.append(Diagnostic(str(base), 1, 1, "no such file or directory"))
             continue
         book = base.stem if base.is_file() else base.name
         for p in rule_files(base):
             problem = _check_trusted(p, allow_untrusted)
             if problem:
-                out.diagnostics.append(Diagnostic(str(p), 1, 1, problem))
+                diagnostics.append(Diagnostic(str(p), 1, 1, problem))
                 continue
             if p.stat().st_size > MAX_FILE_BYTES:
-                out.diagnostics.append(
+                diagnostics.append(
                     Diagnostic(str(p), 1, 1, f"file larger than {MAX_FILE_BYTES} bytes")
                 )
                 continue
             try:
                 text = p.read_text(encoding="utf-8")
             except (OSError, UnicodeDecodeError) as exc:
-                out.diagnostics.append(Diagnostic(str(p), 1, 1, f"cannot read: {exc}"))
+                diagnostics.append(Diagnostic(str(p), 1, 1, f"cannot read: {exc}"))
                 continue
-            load_text(text, str(p), book, out, order)
-            order = len(out.rules) + len(out.overlays)
+            sources.append(Source(str(p), text, book))
+    return sources, diagnostics
+
+
+def parse_sources(
+    sources: list[Source], diagnostics: list[Diagnostic] | None = None
+) -> RawRulebook:
+    out = RawRulebook()
+    out.diagnostics.extend(diagnostics or [])
+    order = 0
+    for src in sources:
+        load_text(src.text, src.name, src.rulebook, out, order)
+        order = len(out.rules) + len(out.overlays)
     return out
+
+
+def load_paths(
+    paths: list[Path], *, include_builtin: bool = True, allow_untrusted: bool = False
+) -> RawRulebook:
+    """Load the packaged rulebook (unless told not to) and then each named file or directory."""
+    sources, diagnostics = read_sources(
+        paths, include_builtin=include_builtin, allow_untrusted=allow_untrusted
+    )
+    return parse_sources(sources, diagnostics)
 
 
 def builtin_texts() -> list[tuple[str, str]]:

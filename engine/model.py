@@ -7,6 +7,7 @@ JSON Schema in ``rulebook/schema.json`` is generated from them
 
 from __future__ import annotations
 
+import math
 import shlex
 from enum import StrEnum
 from typing import Annotated, Any, Literal
@@ -60,15 +61,15 @@ STAGE_MEANING = {
 
 
 class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
 
 class Param(Strict):
     """A tunable threshold. Sites override it in an overlay, within min/max."""
 
     default: float | int | bool | str
-    min: float | None = None
-    max: float | None = None
+    min: float | None = Field(default=None, allow_inf_nan=False)
+    max: float | None = Field(default=None, allow_inf_nan=False)
     unit: str = ""
     doc: str = Field(default="", description="what the threshold means")
 
@@ -87,6 +88,8 @@ def check_param_bounds(param: Param, value: Any) -> None:
     ):
         raise ValueError(f"value {value!r} has the wrong type (default is {param.default!r})")
     if isinstance(value, int | float) and not isinstance(value, bool):
+        if not math.isfinite(value):  # NaN compares false with everything: a silent off switch
+            raise ValueError(f"value {value} is not a finite number")
         if param.min is not None and value < param.min:
             raise ValueError(f"value {value} is below the minimum {param.min}")
         if param.max is not None and value > param.max:
@@ -259,6 +262,31 @@ class SxidCode(Strict):
     sxid_class: Literal["non_fatal", "potentially_fatal", "always_fatal", "host"]
 
 
+class Xid74Bits(Strict):
+    """Bits of one Xid 74 register and what NVIDIA's WORKFLOW_NVLINK_ERR says of them."""
+
+    reg: int = Field(ge=0, le=6, description="register index, Reg0 first")
+    bits: list[Annotated[int, Field(ge=0, le=63)]] = Field(min_length=1)
+    bit_class: str = Field(alias="class", pattern=NAME, description="e.g. hardware, sympathetic")
+    meaning: str
+
+
+class Nvlink5Rule(Strict):
+    """One row of NVIDIA's "Xid 144-150 Decode" sheet."""
+
+    xid: int = Field(ge=144, le=150)
+    unit: str = Field(description="sub component(s) the row is for, e.g. TLW_RX/TLW_RX_PIPE0")
+    error_status: int | None = Field(default=None, ge=0, description="errorStatus it matches")
+    reason: int | None = Field(
+        default=None, ge=0, le=63, description="IntrInfo[25:20] it matches (NETIR link events)"
+    )
+    immediate: str
+    severity: Literal["fatal", "link_fatal", "non_fatal"]
+    investigatory: str = ""
+    note: str = Field(default="", description="the sheet's marks: * promoted, ** or ? unsure")
+    promoted: str = Field(default="", description="the action when promoted (repeats)")
+
+
 class XidCatalog(Strict):
     """The Xid and SXid catalogue, as data inside the rulebook."""
 
@@ -267,6 +295,8 @@ class XidCatalog(Strict):
     buckets: dict[str, str] = Field(default_factory=dict, description="action bucket -> meaning")
     codes: list[XidCode] = Field(default_factory=list)
     sxids: list[SxidCode] = Field(default_factory=list)
+    xid74_bits: list[Xid74Bits] = Field(default_factory=list)
+    nvlink5_rules: list[Nvlink5Rule] = Field(default_factory=list)
 
 
 class Overlay(Strict):

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from gpu_triage.engine import aggregates
 from gpu_triage.engine import expr as E
 from gpu_triage.engine.inputs import Binding, EvalInput, plain, quantise
 from gpu_triage.model.catalog import kinds
@@ -290,18 +291,24 @@ class Evaluator:
             shown = {k: v for k, v in values.items() if not _is_literal(k)}
             self.trace.append(Clause(E.render(e), shown, result, missing))
 
-    def aggregate(self, e: E.Aggregate) -> Val:
-        # An aggregate that reads nothing of the rule's binding (count(xid, code == 79))
-        # has one value per input: compute it once, not once per GPU.
-        if _binding_free(e):
-            cache = self.inp.aggregate_cache
-            hit = cache.get(id(e))
-            if hit is None:
-                hit = cache[id(e)] = self._aggregate_now(e)
-            return hit
-        return self._aggregate_now(e)
+    def sibling(self, binding: Binding) -> Evaluator:
+        """An evaluator of the same input for another binding, recording no trace."""
+        return Evaluator(self.inp, binding, self.concl, None)
 
-    def _aggregate_now(self, e: E.Aggregate) -> Val:
+    @staticmethod
+    def val(value: Any, missing: tuple[Missing, ...] = ()) -> Val:
+        return Val(value, missing)
+
+    def aggregate(self, e: E.Aggregate) -> Val:
+        if e.kind in self.inp.kind_unavailable:
+            return Val(None, (Missing(e.kind, self.inp.kind_unavailable[e.kind]),))
+        # Computed from indexes built once per evaluation (engine.aggregates), never by a
+        # loop over the items per binding.
+        v: Val = aggregates.compute(self, e)
+        return v
+
+    def aggregate_by_scan(self, e: E.Aggregate) -> Val:
+        """The same value item by item: the definition the indexes are tested against."""
         if e.kind in self.inp.kind_unavailable:
             return Val(None, (Missing(e.kind, self.inp.kind_unavailable[e.kind]),))
         inner = Evaluator(self.inp, self.binding, self.concl, None)  # no trace per item
@@ -338,33 +345,24 @@ class Evaluator:
         if e.func == "distinct":
             return Val(len(set(values)))
         if e.func == "sum":
-            return Val(plain(sum(values)))
+            return Val(aggregates.aggregate_sum(values))
         if not values:
-            return Val(
-                None,
-                (
-                    Missing(
-                        f"{e.kind}.{e.field}",
-                        Unavailable(
-                            reason=UnavailableReason.NOT_COLLECTED,
-                            detail=f"no {e.kind} to take the {e.func} of",
-                        ),
-                    ),
-                ),
-            )
+            return self.no_values(e)
         return Val(max(values) if e.func == "max" else min(values))
 
-
-_BINDING_FREE: dict[int, tuple[E.Aggregate, bool]] = {}
-
-
-def _binding_free(e: E.Aggregate) -> bool:
-    """No outer reference inside (``pci_bus_id == gpu.pci_bus_id`` makes it per binding);
-    keyed by node identity (the node is kept alive in the entry)."""
-    entry = _BINDING_FREE.get(id(e))
-    if entry is None or entry[0] is not e:
-        entry = _BINDING_FREE[id(e)] = (e, e.where is None or not E.refs(e.where))
-    return entry[1]
+    def no_values(self, e: E.Aggregate) -> Val:
+        return Val(
+            None,
+            (
+                Missing(
+                    f"{e.kind}.{e.field}",
+                    Unavailable(
+                        reason=UnavailableReason.NOT_COLLECTED,
+                        detail=f"no {e.kind} to take the {e.func} of",
+                    ),
+                ),
+            ),
+        )
 
 
 def _values(e: E.Compare, va: Val, vb: Val) -> dict[str, Any]:

@@ -317,6 +317,11 @@ def _warm_up_engine(book: Any) -> None:
 
 def build_app(opts: TuiOptions) -> TriageApp:
     """From ``gpu-triage tui`` options; raises RulebookError / SnapshotError."""
+    if opts.engine in ("auto", "durable"):
+        # The worker's process starts now, beside the rulebook's load (engine start-up).
+        from gpu_triage.engine.durable_worker import prespawn
+
+        prespawn()
     from gpu_triage.engine.compiler import load_rulebook
 
     book = load_rulebook(

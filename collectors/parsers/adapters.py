@@ -6,9 +6,50 @@ Runbook steps name these (``parser: nvidia-smi-q``) so their output becomes fact
 
 from __future__ import annotations
 
-from gpu_triage.model.facts import Facts, HostFacts, SchedulerFacts
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from gpu_triage.collectors.parsers import ParseError
+from gpu_triage.model.facts import Facts, GpuFacts, HostFacts, SchedulerFacts
+
+if TYPE_CHECKING:
+    from gpu_triage.collectors.parsers.topo import Topology
+
+TextParserFn = Callable[[str, str], Facts]
 
 
+def error_text(text: str, source: str = "error text") -> Facts:
+    from gpu_triage.collectors.parsers.error_text import parse_error_text
+
+    return parse_error_text(text, source)
+
+
+def _with_error_text(parse: Callable[[str, str], Facts]) -> Callable[[str, str], Facts]:
+    """nvidia-smi prints an error instead of its table when the driver is broken: that
+    error is the most diagnostic line there is, so it becomes facts too (and a paste that
+    holds only the error is read, not rejected)."""
+
+    def parser(text: str, source: str = "nvidia-smi") -> Facts:
+        from gpu_triage.collectors.parsers.error_text import scan_error_text
+
+        events, driver = scan_error_text(text, source)
+        has_driver = driver.nvml_init is not None or driver.library_version is not None
+        try:
+            facts = parse(text, source)
+        except ParseError:
+            if not events and not has_driver:
+                raise
+            facts = Facts()
+        facts.errors = events
+        if has_driver:
+            facts.driver = driver
+        return facts
+
+    parser.__doc__ = parse.__doc__
+    return parser
+
+
+@_with_error_text
 def nvidia_smi_table(text: str, source: str = "nvidia-smi") -> Facts:
     from gpu_triage.collectors.parsers.nvidia_smi.table import parse_nvidia_smi_table
 
@@ -30,6 +71,7 @@ def _driver_host(driver: str | None, cuda: str | None, count: int | None) -> Hos
     )
 
 
+@_with_error_text
 def nvidia_smi_q(text: str, source: str = "nvidia-smi -q") -> Facts:
     from gpu_triage.collectors.parsers.nvidia_smi.full import parse_nvidia_smi_q
 
@@ -65,7 +107,24 @@ def nvidia_smi_nvlink(text: str, source: str = "nvidia-smi nvlink") -> Facts:
 def nvidia_smi_topo(text: str, source: str = "nvidia-smi topo -m") -> Facts:
     from gpu_triage.collectors.parsers.topo import parse_topo_matrix
 
-    return Facts(topology=parse_topo_matrix(text, source).pairs)
+    topo = parse_topo_matrix(text, source)
+    return Facts(topology=topo.pairs, gpus=_topo_gpus(topo, source))
+
+
+def _topo_gpus(topo: Topology, source: str) -> list[GpuFacts]:
+    """The affinity columns as GPU facts (CPU list, NUMA node, GPU NUMA ID) by index."""
+    gpus: dict[str, GpuFacts] = {}
+    for table, field in (
+        (topo.cpu_affinity, "cpu_affinity"),
+        (topo.numa_node, "numa_node"),
+        (topo.gpu_numa_id, "gpu_numa_id"),
+    ):
+        for name, value in table.items():
+            if value is None or not name.startswith("GPU") or not name[3:].isdigit():
+                continue
+            gpu = gpus.setdefault(name, GpuFacts(index=int(name[3:]), source=source))
+            setattr(gpu, field, value)
+    return list(gpus.values())
 
 
 def lspci(text: str, source: str = "lspci -vv") -> Facts:
@@ -78,14 +137,8 @@ def kernel_log(text: str, source: str = "kernel log") -> Facts:
     from gpu_triage.collectors.parsers.kernel_log import parse_kernel_log
 
     log = parse_kernel_log(text, source=source)
-    return Facts(
-        xids=log.xids,
-        sxids=log.sxids,
-        aers=log.aers,
-        bus_losses=log.bus_losses,
-        ooms=log.ooms,
-        nvlink_errors=log.nvlink_errors,
-    )
+    # KernelLog names its event lists as Facts does
+    return Facts(**{name: getattr(log, name) for name in log.event_lists()})
 
 
 def mpstat(text: str, source: str = "mpstat") -> Facts:
@@ -147,3 +200,75 @@ def kubectl_describe_node(text: str, source: str = "kubectl describe node") -> F
 def _nonempty(s: SchedulerFacts) -> SchedulerFacts | None:
     values = s.model_dump(exclude={"unavailable", "source"}, exclude_computed_fields=True)
     return s if any(v is not None for v in values.values()) else None
+
+
+def kubectl_events(text: str, source: str = "kubectl get events") -> Facts:
+    from gpu_triage.collectors.parsers.kubectl import parse_events, scheduler_facts_from_events
+
+    events = parse_events(text)
+    return Facts(scheduler=scheduler_facts_from_events(events, source) if events else None)
+
+
+def ibv_devinfo(text: str, source: str = "ibv_devinfo") -> Facts:
+    from gpu_triage.collectors.parsers.ibv_devinfo import parse_ibv_devinfo
+
+    return Facts(ib_ports=parse_ibv_devinfo(text, source))
+
+
+def _topo_p2p(capability: str | None) -> TextParserFn:
+    def parse(text: str, source: str = "nvidia-smi topo -p2p") -> Facts:
+        from gpu_triage.collectors.parsers.topo_p2p import parse_topo_p2p
+
+        return Facts(topology=parse_topo_p2p(text, source, capability))
+
+    return parse
+
+
+nvidia_smi_topo_p2p = _topo_p2p(None)
+nvidia_smi_topo_p2p_r = _topo_p2p("r")
+nvidia_smi_topo_p2p_w = _topo_p2p("w")
+nvidia_smi_topo_p2p_n = _topo_p2p("n")
+nvidia_smi_topo_p2p_a = _topo_p2p("a")
+nvidia_smi_topo_p2p_p = _topo_p2p("p")
+
+
+def proc_stat(text: str, source: str = "/proc/stat") -> Facts:
+    from gpu_triage.collectors.parsers.proc_stat import parse_proc_stat
+
+    return Facts(host=parse_proc_stat(text, source))
+
+
+def _pressure(resource: str | None) -> TextParserFn:
+    def parse(text: str, source: str = "/proc/pressure") -> Facts:
+        from gpu_triage.collectors.parsers.pressure import (
+            fill_host_from_pressure,
+            parse_pressure_text,
+        )
+
+        return Facts(
+            host=fill_host_from_pressure(parse_pressure_text(text, source, resource), source)
+        )
+
+    return parse
+
+
+proc_pressure = _pressure(None)
+proc_pressure_cpu = _pressure("cpu")
+proc_pressure_io = _pressure("io")
+proc_pressure_memory = _pressure("memory")
+
+
+def dcgmi_diag(text: str, source: str = "dcgmi diag") -> Facts:
+    from gpu_triage.collectors.parsers.dcgm_diag import parse_dcgmi_diag
+
+    run = parse_dcgmi_diag(text, source)
+    if run.error and not run.results:
+        raise ParseError(f"the diagnostic did not run: {run.error}", source=source)
+    return Facts(diags=run.results)
+
+
+def nvidia_smi_xml(text: str, source: str = "nvidia-smi -q -x") -> Facts:
+    from gpu_triage.collectors.parsers.nvidia_smi.xml import parse_nvidia_smi_xml
+
+    r = parse_nvidia_smi_xml(text, source)
+    return Facts(gpus=r.gpus, host=_driver_host(r.driver_version, r.cuda_version, r.attached_gpus))

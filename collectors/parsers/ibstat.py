@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from gpu_triage.collectors.parsers import ParseError
 from gpu_triage.model.facts import IbPortFacts
 
 _CA = re.compile(r"^\s*CA:?\s+'([^']+)'\s*$")  # `ibstat CA PORT` prints "CA: 'mlx5_0'"
@@ -81,10 +82,23 @@ def parse_ibstat_cas(text: str) -> list[IbCa]:
     return cas
 
 
+_DEVINFO = re.compile(r"^\s*(?:hca_id|phys_port_cnt|port_lid)\s*:", re.M)
+
+
 def parse_ibstat(text: str, source: str = "ibstat") -> list[IbPortFacts]:
-    """One IbPortFacts per port; empty when the text holds no CA block."""
+    """One IbPortFacts per port. Raises ParseError when the text holds no CA or port
+    block (``ibv_devinfo`` output, whose parser is ``ibv-devinfo``, is named as such)."""
+    cas = parse_ibstat_cas(text)
+    if not any(ca.ports for ca in cas) and text.strip():
+        if _DEVINFO.search(text):
+            raise ParseError(
+                "this is ibv_devinfo output, not ibstat: read it as ibv-devinfo "
+                "(--from-text ibv-devinfo:FILE, or name no kind)",
+                source=source,
+            )
+        raise ParseError("no CA or 'Port N:' block of ibstat output", source=source)
     ports: list[IbPortFacts] = []
-    for ca in parse_ibstat_cas(text):
+    for ca in cas:
         for num, kv in sorted(ca.ports.items()):
             layer = kv.get("Link layer")
             ports.append(

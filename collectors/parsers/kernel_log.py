@@ -1,20 +1,41 @@
-"""Kernel log parser: NVRM Xid, NVSwitch SXid, PCIe AER, bus loss, OOM kills, NVLink errors.
+"""Kernel log parser: NVRM Xid, NVSwitch SXid, PCIe AER, bus loss, OOM kills, NVLink errors,
+PCIe links trained below their capability.
 
-Reads any of the forms a kernel log reaches us in: plain ``dmesg``, ``dmesg -T``,
-``dmesg -H``, ``dmesg --time-format iso`` (with or without ``-x`` level
-prefixes), ``/dev/kmsg`` records, journal ``short``/``short-iso``/
-``short-precise``/``short-full``/``short-monotonic``, ``/var/log/syslog`` (with
-localized month names), and ``talosctl dmesg``. Lines it does not recognise are
-skipped; it never raises on garbage.
+Reads any of the forms a kernel log reaches us in (see
+:mod:`~gpu_triage.collectors.parsers.kernel_timestamps`). Lines it
+does not recognise are skipped; it never raises on garbage.
+
+Cost is linear in the input and small per line: the text is searched for the keywords of
+every line kind at once (:data:`LINE_KINDS`), and only the lines holding one (plus the
+line right after an open Xid report, which may continue it) are split into stamp and
+message and handed to the handlers. Events are assembled as :class:`Draft` s and become
+pydantic models once, at the end; a merged event keeps at most :data:`MAX_RAW_LINES` raw
+lines, so a storm of identical lines costs the same per line as the first one.
+
+Adding a line kind: write a handler ``(parser, line) -> bool`` (True: the line is taken)
+that adds drafts with :meth:`KernelLogParser.emit`, give its event list a field on
+:class:`KernelLog`, and add a :class:`LineKind` row with the substrings every such line
+contains.
 """
 
 from __future__ import annotations
 
+import gc
 import re
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field, fields
 from datetime import datetime, timedelta
+from typing import Any
 
-from gpu_triage.collectors.parsers.kernel_timestamps import _Line, _split_stamp
+from gpu_triage.collectors.parsers.kernel_timestamps import (
+    Line,
+    age_s,
+    closing_quote_stripped,
+    month_number,
+    parse_iso,
+    split_stamp,
+)
 from gpu_triage.collectors.pci import normalize_pci
 from gpu_triage.model.facts import (
     AerEvent,
@@ -22,17 +43,32 @@ from gpu_triage.model.facts import (
     KernelEvent,
     NvlinkErrorEvent,
     OomKillEvent,
+    PcieLimitEvent,
     SxidEvent,
     XidEvent,
 )
 
+__all__ = [
+    "LINE_KINDS",
+    "KernelLog",
+    "KernelLogParser",
+    "LineKind",
+    "month_number",
+    "normalize_pci",
+    "parse_iso",
+    "parse_kernel_log",
+]
+
 # A pasted "line" longer than this is junk or a dump; parse only its head.
 MAX_LINE_CHARS = 16_384
+# Raw lines one event keeps; the rest of a merged storm is counted, not stored.
+MAX_RAW_LINES = 64
 
 
 @dataclass
 class KernelLog:
-    """Everything :func:`parse_kernel_log` found, in log order."""
+    """Everything :func:`parse_kernel_log` found, in log order. The event lists are named
+    as the :class:`~gpu_triage.model.facts.Facts` lists they fill."""
 
     xids: list[XidEvent] = field(default_factory=list)
     sxids: list[SxidEvent] = field(default_factory=list)
@@ -40,21 +76,100 @@ class KernelLog:
     bus_losses: list[BusLossEvent] = field(default_factory=list)
     ooms: list[OomKillEvent] = field(default_factory=list)
     nvlink_errors: list[NvlinkErrorEvent] = field(default_factory=list)
+    pcie_limits: list[PcieLimitEvent] = field(default_factory=list)
     lines_read: int = 0
     # PCI id (normalised) -> GPU UUID, from "NVRM: GPU at PCI:...: GPU-..." lines
     gpu_uuids: dict[str, str] = field(default_factory=dict)
 
+    @classmethod
+    def event_lists(cls) -> tuple[str, ...]:
+        """Names of the fields that hold events."""
+        return tuple(f.name for f in fields(cls) if f.name not in ("lines_read", "gpu_uuids"))
+
     def events(self) -> list[KernelEvent]:
         """All events of every kind, ordered by line."""
-        out: list[KernelEvent] = [
-            *self.xids,
-            *self.sxids,
-            *self.aers,
-            *self.bus_losses,
-            *self.ooms,
-            *self.nvlink_errors,
-        ]
+        out: list[KernelEvent] = [ev for name in self.event_lists() for ev in getattr(self, name)]
         return sorted(out, key=lambda e: e.line or 0)
+
+
+class Draft:
+    """An event being assembled. Field values live in a plain dict (a pydantic fact model
+    validates every assignment, too slow per line); :meth:`build` makes the model once."""
+
+    _defaults: dict[type[KernelEvent], dict[str, Any]] = {}
+
+    values: dict[str, Any]
+    last_line: int
+
+    def __init__(self, model: type[KernelEvent], ln: Line, values: dict[str, Any]) -> None:
+        d = self.__dict__
+        d["model"] = model
+        d["values"] = values
+        d["lines"] = [ln.raw]
+        d["last_line"] = ln.no
+        d["more_lines"] = 0
+
+    def __getattr__(self, name: str) -> Any:
+        values = self.__dict__["values"]
+        if name in values:
+            return values[name]
+        model = self.__dict__["model"]
+        defaults = Draft._defaults.get(model)
+        if defaults is None:
+            defaults = Draft._defaults[model] = {
+                k: f.get_default(call_default_factory=True) for k, f in model.model_fields.items()
+            }
+        if name not in defaults:
+            raise AttributeError(name)
+        value = defaults[name]
+        return list(value) if isinstance(value, list) else value
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        self.__dict__["values"][name] = value
+
+    def add_line(self, ln: Line) -> None:
+        d = self.__dict__
+        if len(d["lines"]) < MAX_RAW_LINES:
+            d["lines"].append(ln.raw)
+        else:
+            d["more_lines"] += 1
+        d["last_line"] = ln.no
+
+    @property
+    def raw(self) -> str:
+        d = self.__dict__
+        text = "\n".join(d["lines"])
+        if d["more_lines"]:
+            text += f"\n[gpu-triage: {d['more_lines']} more lines of this event not kept]"
+        return text
+
+    def build(self, now: datetime | None) -> KernelEvent:
+        values = self.__dict__["values"]
+        if now is not None and values.get("time") is not None:
+            try:
+                values["age_s"] = round(age_s(now, values["time"]), 6)
+            except (TypeError, OverflowError, ValueError):
+                values["age_s"] = None
+        return self.__dict__["model"](raw=self.raw, **values)
+
+
+LineHandler = Callable[["KernelLogParser", Line], bool]
+
+
+@dataclass(frozen=True)
+class LineKind:
+    """One kind of line the parser reads.
+
+    ``keywords``: substrings (case-sensitive) of which every line of this kind holds one;
+    they make the prefilter, and the handler sees only lines holding one. ``patterns``:
+    regexes for lines no substring finds; a kind with patterns sees every candidate line.
+    ``handle`` returns True when it took the line (the kinds after it do not see it).
+    """
+
+    name: str
+    keywords: tuple[str, ...]
+    handle: LineHandler
+    patterns: tuple[str, ...] = ()
 
 
 # --------------------------------------------------------------------------- PCI ids
@@ -89,13 +204,22 @@ _GPU_I = re.compile(r"GPU-I:\s*(\d+)")
 _GPU_AT = re.compile(
     r"NVRM: GPU at (?P<pci>(?:PCI:)?[0-9a-fA-F:.]+|PCI:\.\.\.):\s*(?P<uuid>GPU-\S+)"
 )
+# "NVRM: GPU 0000:18:00.0:" and, from some drivers, "NVRM: GPU 18:00.0:" (no domain)
 _NVRM_GPU_PREFIX = re.compile(
-    rf"NVRM: GPU (?:at )?(?:PCI:)?(?P<pci>{_HEX}{{4,8}}:{_HEX}{{2}}:{_HEX}{{2}}(?:\.[0-7])?):"
+    rf"NVRM: GPU (?:at )?(?:PCI:)?(?P<pci>(?:{_HEX}{{4,8}}:)?{_HEX}{{2}}:{_HEX}{{2}}(?:\.[0-7])?):"
+)
+# The first line of the older three-line report: "NVRM: The NVIDIA GPU 0000:02:00.0" /
+# "NVRM: (PCI ID: 10de:1db6) installed in this system has" / "NVRM: fallen off the bus ..."
+_NVIDIA_GPU_HEAD = re.compile(
+    rf"NVRM: The NVIDIA GPU (?:at )?(?:PCI:)?(?P<pci>(?:{_HEX}{{4,8}}:)?{_HEX}{{2}}:{_HEX}{{2}}"
+    r"(?:\.[0-7])?)\b"
 )
 _FALLEN = re.compile(r"(?i)fallen\s+off\s+the\s+bus")
 _BUS_MSG = re.compile(
-    rf"^(?:NVRM:\s*)?(?:GPU\s+(?:at\s+)?(?:PCI:)?{_HEX}{{4,8}}:{_HEX}{{2}}:{_HEX}{{2}}(?:\.[0-7])?:?\s*)?"
+    rf"^(?:NVRM:\s*)?(?:GPU\s+(?:at\s+)?(?:PCI:)?(?:{_HEX}{{4,8}}:)?{_HEX}{{2}}:{_HEX}{{2}}"
+    r"(?:\.[0-7])?:?\s*)?"
 )
+_NVRM_TAG = re.compile(r"^NVRM:\s*")
 _NVRM_INDENT = re.compile(r"^NVRM:\s{2,}\S")
 _NVRM_HEXDUMP = re.compile(
     r"^NVRM:\s*(?:[\w ]{0,40}:\s*)?(?:0x)?[0-9a-fA-F]{4,}(?:[\s,]+(?:0x)?[0-9a-fA-F]{2,})+\s*$"
@@ -166,21 +290,16 @@ _AER_LONG_NAMES: dict[str, str] = {
 # OOM
 _OOM_MEMCG = r"(?P<memcg>Memory cgroup out of memory:\s*)?"
 _OOM_KILLED = re.compile(
-    _OOM_MEMCG + r"Killed process (?P<pid>\d+) \((?P<name>.*?)\)(?=[\s,]|$)(?P<tail>.*)$"
+    _OOM_MEMCG + r"Killed process (?P<pid>\d+) \((?P<name>.*?)\)(?=[\s,.]|$)(?P<tail>.*)$"
 )
-_OOM_KILL_OLD = re.compile(_OOM_MEMCG + r"Kill process (?P<pid>\d+) \((?P<name>.*?)\)(?=[\s,]|$)")
-_OOM_KV = re.compile(r"oom-kill:(?P<kv>\S.*?)\s*$")  # task= may hold spaces
+_OOM_KILL_OLD = re.compile(_OOM_MEMCG + r"Kill process (?P<pid>\d+) \((?P<name>.*?)\)(?=[\s,.]|$)")
+# task= may hold spaces: the rest of the line, stripped in code (a lazy match before
+# "\s*$" would try every trailing space from every position: quadratic)
+_OOM_KV = re.compile(r"oom-kill:(?P<kv>\S.*)$")
 _OOM_TASK_IN = re.compile(r"Task in (?P<task>\S+) killed as a result of limit of (?P<limit>\S+)")
 _OOM_REAPED = re.compile(r"oom_reaper: reaped process (?P<pid>\d+) \(")
 _OOM_INVOKED = re.compile(r"invoked oom-killer:")
 _ANON_RSS = re.compile(r"anon-rss:\s*(\d+)\s*kB", re.I)
-
-# Pre-filter: lines without any of these cannot be events (keeps big logs fast).
-_INTERESTING = re.compile(
-    r"Xid|fallen|AER|PCIe Bus Error|Hardware Error|\[\s*\d{1,2}\]|recover|oom|Out of memory|"
-    r"Killed process|Kill process|Task in|[Nn][Vv][Ll][Ii][Nn][Kk]|NVRM: GPU at|"
-    r"error status/mask|TLP Header|aer_|Root Port",
-)
 
 
 def _aer_severity(text: str | None) -> str | None:
@@ -211,25 +330,81 @@ def _decode_requester_id(rid: str, domain_of: str) -> str | None:
     return f"{domain}:{value >> 8:02x}:{(value >> 3) & 0x1F:02x}.{value & 7}"
 
 
-def _age(now: datetime, t: datetime) -> float:
-    if (now.tzinfo is None) != (t.tzinfo is None):
-        # a naive stamp is local time
-        now, t = now.astimezone(), t.astimezone()
-    return (now - t).total_seconds()
+def _parse_oom_kv(text: str) -> dict[str, str]:
+    """``constraint=...,nodemask=(null),cpuset=/,mems_allowed=0,2,global_oom,...``."""
+    out: dict[str, str] = {}
+    last = None
+    for tok in text.split(","):
+        if "=" in tok:
+            key, value = tok.split("=", 1)
+            out[key.strip()] = value
+            last = key.strip()
+        elif last is not None and re.fullmatch(r"[\d-]+", tok):
+            out[last] += "," + tok  # mems_allowed=0,2 continues
+        elif tok:
+            out[tok.strip()] = "true"
+    return out
+
+
+# "pci 0000:3b:00.0: 63.008 Gb/s available PCIe bandwidth, limited by 8.0 GT/s PCIe x8 link
+# at 0000:3a:00.0 (capable of 252.048 Gb/s with 16.0 GT/s PCIe x16 link)" (drivers/pci/pci.c)
+_SPEED = r"(?:(?P<{0}>\d+(?:\.\d+)?)\s*GT/s(?:\s+PCIe)?|Unknown(?:\s+PCIe)?|[^\s,()]+)"
+_PCIE_LIMIT = re.compile(
+    r"(?P<avail>\d+(?:\.\d+)?)\s*Gb/s available PCIe bandwidth,\s*limited by\s*"
+    + _SPEED.format("speed")
+    + r"\s*x(?P<width>\d{1,2})\s+link\s+at\s+(?P<at>\S+?)"
+    r"(?:\s*\(capable of\s*(?P<cap>\d+(?:\.\d+)?)\s*Gb/s with\s*"
+    + _SPEED.format("cap_speed")
+    + r"\s*x(?P<cap_width>\d{1,2})\s+link\))?\s*$"
+)
 
 
 # --------------------------------------------------------------------------- the parser
 
 
-class _Parser:
-    def __init__(self, source: str, boot_time: datetime | None) -> None:
+@contextmanager
+def _gc_paused() -> Iterator[None]:
+    """Parsing makes many objects and no reference cycles: the cyclic collector would only
+    walk the growing event lists again and again (a third of the time of a storm)."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+class KernelLogParser:
+    """Streaming parser: :meth:`feed` text in pieces of any size (lines may span pieces),
+    then :meth:`finish`. Memory is bounded by the events found, not by the text."""
+
+    def __init__(
+        self,
+        source: str = "<text>",
+        *,
+        boot_time: datetime | None = None,
+        year: int | None = None,
+        now: datetime | None = None,
+        kinds: Iterable[LineKind] | None = None,
+    ) -> None:
         self.source = source
         self.boot_time = boot_time
+        self.year = year
+        self.now = now
+        self.kinds = tuple(LINE_KINDS if kinds is None else kinds)
+        self._passes = _prefilter(self.kinds)
+        self._gated = tuple((k, _gate(k)) for k in self.kinds)
         self.out = KernelLog()
-        self.open_xid: XidEvent | None = None
-        self.open_xid_line: _Line | None = None
-        self.open_sxid: tuple[SxidEvent, str | None, int, int, set[str]] | None = None
-        self.aer: AerEvent | None = None
+        self.drafts: dict[str, list[Draft]] = {name: [] for name in KernelLog.event_lists()}
+        self.lines_seen = 0  # complete lines before the current piece
+        self._tail = ""  # a line not yet ended by a newline
+        self._tail_overlong = False
+        # state the handlers share
+        self.open_xid: Draft | None = None
+        self.open_xid_line: Line | None = None
+        self.open_sxid: tuple[Draft, str | None, int, int, set[str]] | None = None
+        self.aer: Draft | None = None
         self.aer_devices: set[str] = set()  # prefixes whose detail lines belong to self.aer
         self.aer_line = 0
         self.aer_block_filled = False
@@ -238,116 +413,193 @@ class _Parser:
         self.gpu_pcis: set[str] = set()  # devices the log ties to the nvidia driver
         self.non_gpu: dict[str, str] = {}  # pci -> another driver named for it
         self.last_identity: tuple[str | None, int] | None = None
-        self.oom_by_pid: dict[int, tuple[OomKillEvent, set[str], int]] = {}
+        self.report_head: tuple[Line, str | None, list[Line]] | None = None
+        self.oom_by_pid: dict[int, tuple[Draft, set[str], int]] = {}
         self.oom_pending: dict[str, str] = {}  # "Task in ..." info waiting for its kill
+        self.pcie_limit_by_device: dict[str, Draft] = {}
+        self.scratch: dict[str, Any] = {}  # state of kinds added outside this class
+        self.xid_memo: dict[tuple[str, str], dict[str, Any]] = {}  # message -> Xid fields
+
+    # ---------------------------------------------------------------- input
+
+    def feed(self, text: str | bytes) -> None:
+        """Parse the complete lines of ``text`` (after what earlier pieces left open)."""
+        if isinstance(text, bytes | bytearray):
+            text = bytes(text).decode("utf-8", errors="replace")
+        if not text:
+            return
+        with _gc_paused():
+            self._feed(text)
+
+    def _feed(self, text: str) -> None:
+        cut = text.rfind("\n")
+        if cut == -1:
+            self._grow_tail(text)
+            return
+        head, rest = text[: cut + 1], text[cut + 1 :]
+        if self._tail or self._tail_overlong:
+            first = head.find("\n")
+            self._grow_tail(head[:first])
+            self._scan(self._tail + "\n")
+            self._tail, self._tail_overlong = "", False
+            head = head[first + 1 :]
+        self._scan(head)
+        self._grow_tail(rest)
+
+    def _grow_tail(self, piece: str) -> None:
+        if self._tail_overlong:
+            return  # the rest of a line past MAX_LINE_CHARS is never read
+        self._tail += piece
+        if len(self._tail) > MAX_LINE_CHARS:
+            self._tail, self._tail_overlong = self._tail[:MAX_LINE_CHARS], True
+
+    def finish(self) -> KernelLog:
+        """Parse what is left and build the events."""
+        with _gc_paused():
+            return self._finish()
+
+    def _finish(self) -> KernelLog:
+        if self._tail or self._tail_overlong:
+            self._scan(self._tail)
+            self._tail, self._tail_overlong = "", False
+        self.out.lines_read = self.lines_seen
+        self._settle_aer()
+        now = self.now
+        for name, drafts in self.drafts.items():
+            setattr(self.out, name, [d.build(now) for d in drafts])
+        return self.out
+
+    # ---------------------------------------------------------------- scanning
+
+    def _scan(self, text: str) -> None:
+        """Hand the candidate lines of ``text`` (whole lines) to the handlers, in order."""
+        starts = _candidates(text, self._passes)
+        n, pos, i, no = len(text), 0, 0, self.lines_seen + 1
+        count = text.count
+        while pos < n:
+            if self.open_xid is not None:
+                start = pos  # the line after an open Xid may continue it
+            else:
+                while i < len(starts) and starts[i] < pos:
+                    i += 1
+                if i == len(starts):
+                    break
+                start = starts[i]
+                no += count("\n", pos, start)
+            end = text.find("\n", start)
+            if end == -1:
+                end = n
+            self._line(no, text[start:end])
+            pos, no = end + 1, no + 1
+        self.lines_seen += count("\n") + (0 if text.endswith("\n") or not text else 1)
+
+    def _line(self, no: int, raw: str) -> None:
+        if raw.endswith("\r"):
+            raw = raw.rstrip("\r")
+        if "\x00" in raw:
+            raw = raw.replace("\x00", "")
+        raw = raw[:MAX_LINE_CHARS]
+        if not raw.strip():
+            self.open_xid = None
+            return
+        try:
+            self._feed_line(split_stamp(no, raw, self.year, self.now))
+        except (ValueError, TypeError, OverflowError, IndexError, KeyError, AssertionError):
+            self.open_xid = None  # junk the patterns half-matched: skip the line
+
+    def _feed_line(self, ln: Line) -> None:
+        if self.open_xid is not None:
+            if self._xid_continuation(ln):
+                self.open_xid.add_line(ln)
+                if self.open_xid.code == 74:
+                    self._nvlink(ln)
+                return
+            self.open_xid = None
+        text = ln.text
+        for kind, gate in self._gated:
+            if gate is not None and gate(text) is None:
+                continue
+            if kind.handle(self, ln):
+                return
 
     # ---------------------------------------------------------------- helpers
 
-    def _stamp(self, ev: KernelEvent, ln: _Line) -> None:
-        ev.line = ln.no
-        ev.time_text = ln.time_text
-        ev.monotonic_s = ln.monotonic_s
+    def emit(self, kind: str, model: type[KernelEvent], ln: Line, **values: Any) -> Draft:
+        """A new event of ``model`` stamped by ``ln``, added to the list ``kind``."""
+        values.update(self._stamp_values(ln))
+        ev = Draft(model, ln, values)
+        self.drafts[kind].append(ev)
+        return ev
+
+    def stamp(self, ev: Draft, ln: Line) -> None:
+        """Date ``ev`` by ``ln``."""
+        ev.values.update(self._stamp_values(ln))
+
+    def _stamp_values(self, ln: Line) -> dict[str, Any]:
         t = ln.time
         if t is None and ln.monotonic_s is not None and self.boot_time is not None:
             t = self.boot_time + timedelta(seconds=ln.monotonic_s)
-        ev.time = t
-        ev.source = self.source
+        return {
+            "line": ln.no,
+            "time_text": ln.time_text,
+            "monotonic_s": ln.monotonic_s,
+            "time": t,
+            "source": self.source,
+        }
 
-    @staticmethod
-    def _append_raw(ev: KernelEvent, ln: _Line) -> None:
-        ev.raw = f"{ev.raw}\n{ln.raw}" if ev.raw else ln.raw
-
-    # ---------------------------------------------------------------- per line
-
-    def feed(self, ln: _Line) -> None:
+    def on_driver(self, ln: Line) -> bool:
+        """Remember which devices the log ties to the nvidia driver (and which to others)."""
         text = ln.text
-        if self.open_xid is not None and self._xid_continuation(ln):
-            self._append_raw(self.open_xid, ln)
-            if self.open_xid.code == 74:
-                self._nvlink(ln)
-            return
-        self.open_xid = None
-        if not _INTERESTING.search(text):
-            return
-        self._note_driver(text)
-        if m := _XID.search(text):
-            self._xid(ln, m)
-            return
-        if m := _SXID.search(text):
-            self._sxid(ln, m)
-            return
-        self.open_sxid = None
-        if m := _GPU_AT.search(text):
-            pci = normalize_pci(m.group("pci"))
-            self.last_identity = (pci, ln.no)
-            if pci:
-                self.out.gpu_uuids[pci] = m.group("uuid")
-                self.gpu_pcis.add(pci)
-            return
-        if _FALLEN.search(text):
-            self._bus_loss_line(ln)
-            return
-        if self._aer(ln):
-            return
-        if self._oom(ln):
-            return
-        self._nvlink(ln)
-
-    def _note_driver(self, text: str) -> None:
         if m := _DEV_PREFIX.match(text):
             pci = normalize_pci(m.group("pci"))
             if pci and m.group("drv") == "nvidia":
                 self.gpu_pcis.add(pci)
             elif pci:
                 self.non_gpu.setdefault(pci, m.group("drv"))
-        elif (m := _NVRM_GPU_PREFIX.search(text)) and (pci := normalize_pci(m.group("pci"))):
+        elif (
+            "NVRM: GPU" in text
+            and (m := _NVRM_GPU_PREFIX.search(text))
+            and (pci := normalize_pci(m.group("pci")))
+        ):
             self.gpu_pcis.add(pci)
+        return False
 
     # ---------------------------------------------------------------- Xid
 
-    def _xid(self, ln: _Line, m: re.Match[str]) -> None:
-        paren, rest = m.group("paren"), m.group("rest").rstrip()
-        ev = XidEvent(code=int(m.group("code")), raw=ln.raw)
-        self._stamp(ev, ln)
-        ev.pci_bus_id = normalize_pci(paren)
-        if g := _GPU_I.search(paren):
-            ev.gpu_instance = int(g.group(1))
-        pos, seen = 0, set()
-        while pos < len(rest) and (f := _XID_FIELD.match(rest, pos)):
-            kind = next(k for k in ("pid", "name", "ch", "gi", "ci") if f.group(k) is not None)
-            if kind in seen:
-                break
-            seen.add(kind)
-            value = f.group(kind)
-            if kind == "pid":
-                ev.pid = int(value) if value.isdigit() else None
-            elif kind == "name":
-                ev.process_name = value
-            elif kind == "ch":
-                ev.channel = value
-            elif kind == "gi":
-                ev.gpu_instance = int(value)
-            pos = f.end()
-            if not f.group("sep"):
-                break
-        ev.message = rest[pos:]
-        if ev.pci_bus_id:
-            self.gpu_pcis.add(ev.pci_bus_id)
-        self.out.xids.append(ev)
+    def on_xid(self, ln: Line) -> bool:
+        key = (ln.text, ln.quote)
+        values = self.xid_memo.get(key)
+        if values is None:
+            values = _xid_values(ln)
+            if len(self.xid_memo) >= 4096:
+                self.xid_memo.clear()  # a storm repeats few texts; a bounded memo holds them
+            self.xid_memo[key] = values
+        if not values:
+            return False
+        ev = self.emit("xids", XidEvent, ln, **values)
+        pci, message = values["pci_bus_id"], values["message"]
+        if pci:
+            self.gpu_pcis.add(pci)
         self.open_xid, self.open_xid_line = ev, ln
-        if ev.code == 79 or _FALLEN.search(ev.message):
-            self._bus_loss(ln, ev.pci_bus_id, ev.message)
+        if values["code"] == 79 or _FALLEN.search(message):
+            self._bus_loss(ln, pci, message)
+        return True
 
-    def _xid_continuation(self, ln: _Line) -> bool:
+    def _xid_continuation(self, ln: Line) -> bool:
         """Lines that carry on the open Xid report: indented NVRM lines (GSP CrashCat,
         register dumps), hex dumps, and wrapped paste fragments."""
-        head = self.open_xid_line
-        assert head is not None
-        if ln.no != head.no + 1 + self.open_xid.raw.count("\n"):  # type: ignore[union-attr]
+        head, ev = self.open_xid_line, self.open_xid
+        assert head is not None and ev is not None
+        if ln.no != ev.last_line + 1:
+            return False
+        text = ln.text
+        if "Xid" in text and (_XID.search(text) or _SXID.search(text)):
+            return False  # the next report
+        if "NVRM: GPU at" in text and _GPU_AT.search(text):
             return False
         if ln.time is not None and head.time is not None:
             try:
-                if abs(_age(ln.time, head.time)) > 2.0:
+                if abs(age_s(ln.time, head.time)) > 2.0:
                     return False
             except (TypeError, OverflowError, ValueError):
                 return False
@@ -357,22 +609,24 @@ class _Parser:
             and abs(ln.monotonic_s - head.monotonic_s) > 2.0
         ):
             return False
-        text = ln.text
-        if _XID.search(text) or _SXID.search(text) or _GPU_AT.search(text):
-            return False
-        if _NVRM_INDENT.match(text) or _NVRM_HEXDUMP.match(text):
+        if text.startswith("NVRM:") and (_NVRM_INDENT.match(text) or _NVRM_HEXDUMP.match(text)):
             return True
-        if self.open_xid is not None and self.open_xid.code == 74 and text.startswith("NVRM:"):
+        if ev.code == 74 and text.startswith("NVRM:"):
             return bool(re.search(r"(?i)nvlink|\blink\s*\d+|0x[0-9a-f]{2,}", text))
         # a paste that wrapped the report: no stamp of its own, starts indented
         return head.stamped and not ln.stamped and ln.raw[:1] in (" ", "\t")
 
     # ---------------------------------------------------------------- SXid
 
-    def _sxid(self, ln: _Line, m: re.Match[str]) -> None:
+    def on_sxid(self, ln: Line) -> bool:
+        text = ln.text
+        m = _SXID.search(text) if "SXid" in text else None
+        if m is None:
+            self.open_sxid = None  # any other line ends a multi-line SXid report
+            return False
         pci = normalize_pci(m.group("paren"))
         code = int(m.group("code"))
-        rest = m.group("rest").rstrip()
+        rest = _unquoted(m.group("rest").rstrip(), ln)
         part = "head"
         if rest.startswith(("Severity", "Data")):
             part = "severity" if rest.startswith("Severity") else "data"
@@ -386,24 +640,60 @@ class _Parser:
                 and ln.no - oline <= 4
             ):
                 parts.add(part)
-                self._append_raw(ev, ln)
+                ev.add_line(ln)
                 self.open_sxid = (ev, opci, ocode, ln.no, parts)
-                return
-        ev = SxidEvent(code=code, raw=ln.raw, message=rest)
-        self._stamp(ev, ln)
-        ev.pci_bus_id = pci
+                return True
+        ev = self.emit("sxids", SxidEvent, ln, code=code, message=rest, pci_bus_id=pci)
         if re.search(r"(?i)\bnon-?\s?fatal\b", rest):
             ev.fatal = False
         elif re.search(r"(?i)\bfatal\b", rest):
             ev.fatal = True
         if lk := _LINK_NO.search(rest):
             ev.link = int(lk.group(1))
-        self.out.sxids.append(ev)
         self.open_sxid = (ev, pci, code, ln.no, {part})
+        return True
+
+    # ---------------------------------------------------------------- GPU identity
+
+    def on_identity(self, ln: Line) -> bool:
+        text = ln.text
+        if m := _GPU_AT.search(text):
+            pci = normalize_pci(m.group("pci"))
+            self.last_identity = (pci, ln.no)
+            if pci:
+                self.out.gpu_uuids[pci] = m.group("uuid")
+                self.gpu_pcis.add(pci)
+            return True
+        if (m := _NVIDIA_GPU_HEAD.search(text)) and not _FALLEN.search(text):
+            self.report_head = (ln, normalize_pci(m.group("pci")), [])
+            return True
+        head = self.report_head
+        if head is not None and not _FALLEN.search(text):
+            first, _, middle = head
+            last = middle[-1].no if middle else first.no
+            if ln.no == last + 1 and text.startswith("NVRM:") and len(middle) < 2:
+                middle.append(ln)  # "(PCI ID: 10de:1db6) installed in this system has"
+                return True
+            self.report_head = None
+        return False
 
     # ---------------------------------------------------------------- bus loss
 
-    def _bus_loss_line(self, ln: _Line) -> None:
+    def on_bus_loss(self, ln: Line) -> bool:
+        if not _FALLEN.search(ln.text):
+            return False
+        head, self.report_head = self.report_head, None
+        if head is not None:
+            first, pci, middle = head
+            last = middle[-1].no if middle else first.no
+            if ln.no == last + 1:
+                # the report's first line names the GPU and dates it
+                parts = [first, *middle, ln]
+                message = " ".join(_NVRM_TAG.sub("", p.text, count=1).strip() for p in parts)
+                ev = self._bus_loss(first, pci, _unquoted(message, ln))
+                for part in parts[1:]:
+                    ev.add_line(part)
+                return True
         text = ln.text
         pci = None
         if m := _BDF.search(text):
@@ -414,59 +704,89 @@ class _Parser:
             pci = normalize_pci(m.group(0))
         elif self.last_identity and ln.no - self.last_identity[1] <= 5:
             pci = self.last_identity[0]
-        msg = _BUS_MSG.sub("", text, count=1).strip()
+        msg = _unquoted(_BUS_MSG.sub("", text, count=1).strip(), ln)
         self._bus_loss(ln, pci, msg)
+        return True
 
-    def _bus_loss(self, ln: _Line, pci: str | None, message: str | None) -> None:
+    def _bus_loss(self, ln: Line, pci: str | None, message: str | None) -> Draft:
         if pci:
             self.gpu_pcis.add(pci)
-        for ev in reversed(self.out.bus_losses[-4:]):
-            gap = ln.no - (ev.line or 0) - ev.raw.count("\n")
-            if ev.pci_bus_id and pci and ev.pci_bus_id != pci:
+        for ev in reversed(self.drafts["bus_losses"][-4:]):
+            values = ev.values
+            other = values.get("pci_bus_id")
+            if other and pci and other != pci:
                 continue
             # an unnamed GPU only merges with an adjacent report
-            if gap > (20 if ev.pci_bus_id and pci else 3):
+            if ln.no - ev.last_line > (20 if other and pci else 3):
                 continue
-            if ev.time is not None and ln.time is not None:
+            if (t := values.get("time")) is not None and ln.time is not None:
                 try:
-                    if abs(_age(ln.time, ev.time)) > 60:
+                    if abs(age_s(ln.time, t)) > 60:
                         continue
                 except (TypeError, OverflowError, ValueError):
                     continue
             # the same loss reported again (Xid 79 and the "GPU ...: fallen off" line)
-            self._append_raw(ev, ln)
-            if ev.pci_bus_id is None and pci:
-                ev.pci_bus_id = pci
-            return
-        ev = BusLossEvent(raw=ln.raw, message=message)
-        self._stamp(ev, ln)
-        ev.pci_bus_id = pci
-        self.out.bus_losses.append(ev)
+            ev.add_line(ln)
+            if other is None and pci:
+                values["pci_bus_id"] = pci
+            return ev
+        return self.emit("bus_losses", BusLossEvent, ln, message=message, pci_bus_id=pci)
 
     # ---------------------------------------------------------------- NVLink
 
-    def _nvlink(self, ln: _Line) -> bool:
+    def on_nvlink(self, ln: Line) -> bool:
+        return self._nvlink(ln)
+
+    def _nvlink(self, ln: Line) -> bool:
         m = _NVLINK_LINE.match(ln.text)
         if not m or not _NVLINK_ERR.search(ln.text):
             return False
-        msg = m.group("msg").strip()
-        ev = NvlinkErrorEvent(raw=ln.raw, message=msg)
-        self._stamp(ev, ln)
+        msg = _unquoted(m.group("msg").strip(), ln)
+        ev = self.emit("nvlink_errors", NvlinkErrorEvent, ln, message=msg)
         if lk := _LINK_NO.search(msg):
             ev.link = int(lk.group(1))
         if p := _BDF.search(msg):
             ev.pci_bus_id = normalize_pci(p.group(0))
-        self.out.nvlink_errors.append(ev)
+        return True
+
+    # ---------------------------------------------------------------- PCIe link limits
+
+    def on_pcie_limit(self, ln: Line) -> bool:
+        dm = _DEV_PREFIX.match(ln.text)
+        if not dm or not (m := _PCIE_LIMIT.search(dm.group("msg"))):
+            return False
+        pci = normalize_pci(dm.group("pci"))
+        assert pci is not None
+        values: dict[str, Any] = {
+            "pci_bus_id": pci,
+            "driver": dm.group("drv"),
+            "available_gbps": float(m.group("avail")),
+            "speed_gts": _float(m.group("speed")),
+            "width": int(m.group("width")),
+            "limited_at": normalize_pci(m.group("at"), anywhere=False),
+            "capable_gbps": _float(m.group("cap")),
+            "capable_speed_gts": _float(m.group("cap_speed")),
+            "capable_width": int(m.group("cap_width")) if m.group("cap_width") else None,
+        }
+        if dm.group("drv") == "nvidia":
+            values["device_is_gpu"] = True
+        ev = self.pcie_limit_by_device.get(pci)
+        if ev is None:
+            self.pcie_limit_by_device[pci] = self.emit("pcie_limits", PcieLimitEvent, ln, **values)
+            return True
+        # one event per device: a later report (the driver loading) is the newest reading
+        ev.add_line(ln)
+        self.stamp(ev, ln)
+        ev.values.update(values)
         return True
 
     # ---------------------------------------------------------------- AER
 
-    def _aer(self, ln: _Line) -> bool:
+    def on_aer(self, ln: Line) -> bool:
         text = ln.text
-        if m := _GHES_SEV.search(text):
-            self.ghes_sev, self.ghes_line = _aer_severity(m.group("sev")), ln.no
-            return True
         if "[Hardware Error]" in text:
+            if m := _GHES_SEV.search(text):
+                self.ghes_sev, self.ghes_line = _aer_severity(m.group("sev")), ln.no
             return True
         dm = _DEV_PREFIX.match(text)
         if not dm:
@@ -483,9 +803,14 @@ class _Parser:
             elif i := re.search(r"id=([0-9a-fA-F]{4})", src):
                 dev = _decode_requester_id(i.group(1), pci)
             sev = f"{m.group('sev')} ({m.group('fat')})" if m.group("fat") else m.group("sev")
-            ev = AerEvent(raw=ln.raw, reporter=f"{drv} {pci}", severity=_aer_severity(sev))
-            self._stamp(ev, ln)
-            ev.pci_bus_id = dev or pci
+            ev = self.emit(
+                "aers",
+                AerEvent,
+                ln,
+                reporter=f"{drv} {pci}",
+                severity=_aer_severity(sev),
+                pci_bus_id=dev or pci,
+            )
             self._open_aer(ev, ln, {pci, dev or pci})
             self.aer_block_filled = False
             return True
@@ -494,13 +819,11 @@ class _Parser:
             sev = _aer_severity(m.group("sev"))
             if recent and not self.aer_block_filled and pci in self.aer_devices:
                 ev = self.aer  # type: ignore[assignment]
-                self._append_raw(ev, ln)
+                ev.add_line(ln)
                 if m.group("id") or ev.pci_bus_id is None:
                     ev.pci_bus_id = dev
             else:
-                ev = AerEvent(raw=ln.raw, reporter=f"{drv} {pci}")
-                self._stamp(ev, ln)
-                ev.pci_bus_id = dev
+                ev = self.emit("aers", AerEvent, ln, reporter=f"{drv} {pci}", pci_bus_id=dev)
                 self._open_aer(ev, ln, set())
             ev.severity = sev or ev.severity
             ev.error_type = m.group("type").strip()
@@ -512,9 +835,7 @@ class _Parser:
             return True
         if _AER_STATUS.search(msg):
             # firmware-first (APEI/GHES) report: status line opens the block
-            ev = AerEvent(raw=ln.raw, reporter=f"{drv} {pci}")
-            self._stamp(ev, ln)
-            ev.pci_bus_id = pci
+            ev = self.emit("aers", AerEvent, ln, reporter=f"{drv} {pci}", pci_bus_id=pci)
             if self.ghes_sev and ln.no - self.ghes_line <= 40:
                 ev.severity = self.ghes_sev
             if drv == "nvidia":
@@ -523,15 +844,12 @@ class _Parser:
             self.aer_block_filled = True
             return True
         if _CANT_RECOVER.search(msg):
-            ev = AerEvent(raw=ln.raw)
-            self._stamp(ev, ln)
-            ev.pci_bus_id = pci
+            ev = self.emit("aers", AerEvent, ln, pci_bus_id=pci)
             ev.device_is_gpu = drv == "nvidia" or pci in self.gpu_pcis
             if recent and self.aer is not None:
                 ev.reporter = self.aer.reporter
                 ev.severity = self.aer.severity
                 ev.error_type = self.aer.error_type
-            self.out.aers.append(ev)
             return True
         if not recent or self.aer is None:
             return False
@@ -546,47 +864,58 @@ class _Parser:
             ev.error_type = lay.group("type").strip()
         elif not (_AER_DEVICE.search(msg) or _AER_MISC.search(msg)):
             return False
-        self._append_raw(ev, ln)
+        ev.add_line(ln)
         self.aer_line = ln.no
         return True
 
-    def _open_aer(self, ev: AerEvent, ln: _Line, devices: set[str]) -> None:
-        self.out.aers.append(ev)
+    def _open_aer(self, ev: Draft, ln: Line, devices: set[str]) -> None:
         self.aer, self.aer_line = ev, ln.no
         self.aer_devices = devices
 
+    def _settle_aer(self) -> None:
+        """Whether the failing device is a GPU, from everything the log said about it."""
+        for ev in self.drafts["aers"]:
+            if ev.device_is_gpu is None and ev.pci_bus_id:
+                if ev.pci_bus_id in self.gpu_pcis:
+                    ev.device_is_gpu = True
+                elif ev.pci_bus_id in self.non_gpu:
+                    ev.device_is_gpu = False
+            elif ev.device_is_gpu is False and ev.pci_bus_id in self.gpu_pcis:
+                ev.device_is_gpu = True
+        for ev in self.drafts["pcie_limits"]:
+            if ev.device_is_gpu is None:
+                ev.device_is_gpu = ev.pci_bus_id in self.gpu_pcis or None
+
     # ---------------------------------------------------------------- OOM
 
-    def _oom_event(self, pid: int, ln: _Line, part: str) -> tuple[OomKillEvent, set[str]]:
+    def _oom_event(self, pid: int, ln: Line, part: str) -> tuple[Draft, set[str]]:
         """The event of the kill of ``pid`` this line adds to, or a new one."""
         if pid in self.oom_by_pid:
             ev, parts, last = self.oom_by_pid[pid]
             if part not in parts and ln.no - last <= 200:
                 parts.add(part)
-                self._append_raw(ev, ln)
+                ev.add_line(ln)
                 self.oom_by_pid[pid] = (ev, parts, ln.no)
                 return ev, parts
-        ev = OomKillEvent(raw=ln.raw, pid=pid)
-        self._stamp(ev, ln)
+        ev = self.emit("ooms", OomKillEvent, ln, pid=pid)
         if cg := self.oom_pending.pop("cgroup", None):
             ev.cgroup = cg
         if tcg := self.oom_pending.pop("task_cgroup", None):
             ev.task_cgroup = tcg
-        self.out.ooms.append(ev)
         parts = {part}
         self.oom_by_pid[pid] = (ev, parts, ln.no)
         return ev, parts
 
-    def _oom(self, ln: _Line) -> bool:
+    def on_oom(self, ln: Line) -> bool:
         text = ln.text
-        if _OOM_INVOKED.search(text):
+        if "invoked oom-killer:" in text:
             self.oom_pending.clear()  # a new episode
             return True
         if m := _OOM_TASK_IN.search(text):
             self.oom_pending = {"task_cgroup": m.group("task"), "cgroup": m.group("limit")}
             return True
         if m := _OOM_KV.search(text):
-            kv = _parse_oom_kv(m.group("kv"))
+            kv = _parse_oom_kv(m.group("kv").rstrip())
             if not kv.get("pid", "").isdigit():
                 return False
             ev, _ = self._oom_event(int(kv["pid"]), ln, "constraint")
@@ -599,7 +928,7 @@ class _Parser:
             return True
         if m := _OOM_KILLED.search(text):
             ev, _ = self._oom_event(int(m.group("pid")), ln, "killed")
-            self._stamp(ev, ln)  # the kill line itself dates the event
+            self.stamp(ev, ln)  # the kill line itself dates the event
             ev.process_name = m.group("name")
             if rss := _ANON_RSS.search(m.group("tail")):
                 ev.anon_rss_kib = int(rss.group(1))
@@ -618,49 +947,153 @@ class _Parser:
                 ev, parts, last = self.oom_by_pid[pid]
                 if "reaped" not in parts and ln.no - last <= 2000:
                     parts.add("reaped")
-                    self._append_raw(ev, ln)
+                    ev.add_line(ln)
             return True
         return False
 
-    # ---------------------------------------------------------------- end
 
-    def finish(self, now: datetime | None) -> KernelLog:
-        for ev in self.out.aers:
-            if ev.device_is_gpu is None and ev.pci_bus_id:
-                if ev.pci_bus_id in self.gpu_pcis:
-                    ev.device_is_gpu = True
-                elif ev.pci_bus_id in self.non_gpu:
-                    ev.device_is_gpu = False
-            elif ev.device_is_gpu is False and ev.pci_bus_id in self.gpu_pcis:
-                ev.device_is_gpu = True
-        if now is not None:
-            for event in self.out.events():
-                if event.time is not None:
-                    try:
-                        event.age_s = round(_age(now, event.time), 6)
-                    except (TypeError, OverflowError, ValueError):
-                        event.age_s = None
-        return self.out
+_XID_FIELD_NAMES = ("pid", "name", "ch", "gi", "ci")
 
 
-def _parse_oom_kv(text: str) -> dict[str, str]:
-    """``constraint=...,nodemask=(null),cpuset=/,mems_allowed=0,2,global_oom,...``."""
-    out: dict[str, str] = {}
-    last = None
-    for tok in text.split(","):
-        if "=" in tok:
-            key, value = tok.split("=", 1)
-            out[key.strip()] = value
-            last = key.strip()
-        elif last is not None and re.fullmatch(r"[\d-]+", tok):
-            out[last] += "," + tok  # mems_allowed=0,2 continues
-        elif tok:
-            out[tok.strip()] = "true"
-    return out
+def _xid_values(ln: Line) -> dict[str, Any]:
+    """The fields of an Xid line (empty when it is none): what the memo keeps per text."""
+    m = _XID.search(ln.text)
+    if m is None:
+        return {}
+    paren, rest = m.group("paren"), _unquoted(m.group("rest").rstrip(), ln)
+    values: dict[str, Any] = {"code": int(m.group("code")), "pci_bus_id": normalize_pci(paren)}
+    if "GPU-I" in paren and (g := _GPU_I.search(paren)):
+        values["gpu_instance"] = int(g.group(1))
+    pos, seen = 0, set()
+    while pos < len(rest) and (f := _XID_FIELD.match(rest, pos)):
+        kind, value = "", None
+        for kind in _XID_FIELD_NAMES:
+            if (value := f.group(kind)) is not None:
+                break
+        if kind in seen or value is None:
+            break
+        seen.add(kind)
+        if kind == "pid":
+            values["pid"] = int(value) if value.isdigit() else None
+        elif kind == "name":
+            values["process_name"] = value
+        elif kind == "ch":
+            values["channel"] = value
+        elif kind == "gi":
+            values["gpu_instance"] = int(value)
+        pos = f.end()
+        if not f.group("sep"):
+            break
+    values["message"] = rest[pos:]
+    return values
+
+
+def _float(text: str | None) -> float | None:
+    try:
+        return float(text) if text else None
+    except ValueError:
+        return None
+
+
+def _unquoted(message: str, ln: Line) -> str:
+    """A message without the closing quote of a line pasted as a quoted string."""
+    if ln.quote:
+        return closing_quote_stripped(message, ln.quote)
+    for q in ('"', "'"):
+        if message.endswith((q, q + ",")) and message.count(q) % 2 == 1 and q in ln.raw[:-1]:
+            return closing_quote_stripped(message, q)
+    return message
+
+
+# --------------------------------------------------------------------------- line kinds
+
+# Checked in this order on each candidate line; the first handler that takes it wins.
+LINE_KINDS: tuple[LineKind, ...] = (
+    LineKind("driver", (), KernelLogParser.on_driver),  # notes, never takes a line
+    LineKind("xid", ("Xid",), KernelLogParser.on_xid),
+    LineKind("sxid", (), KernelLogParser.on_sxid),  # sees every line: ends open reports
+    LineKind(
+        "gpu_identity",
+        ("NVRM: GPU at", "NVRM: The NVIDIA GPU", "NVRM: (PCI ID"),
+        KernelLogParser.on_identity,
+    ),
+    LineKind("bus_loss", ("fallen", "Fallen"), KernelLogParser.on_bus_loss),
+    LineKind("pcie_limit", ("PCIe bandwidth",), KernelLogParser.on_pcie_limit),
+    LineKind(
+        "aer",
+        (
+            "AER",
+            "PCIe Bus Error",
+            "[Hardware Error]",
+            "error status/mask",
+            "TLP Header",
+            "aer_",
+            "Error of this Agent",
+            "Root Port",
+            "recover",
+        ),
+        KernelLogParser.on_aer,
+        patterns=(r"\[\s?\d{1,2}\]\s",),  # an error bit: "[ 5] SDES", "[14] CmpltTO"
+    ),
+    LineKind(
+        "oom",
+        ("oom", "Out of memory", "Killed process", "Kill process", "Task in "),
+        KernelLogParser.on_oom,
+    ),
+    LineKind(
+        "nvlink", ("NVLink", "NVLINK", "Nvlink", "NvLink", "nvlink"), KernelLogParser.on_nvlink
+    ),
+)
+
+
+# --------------------------------------------------------------------------- prefilter
+
+
+def _prefilter(kinds: Iterable[LineKind]) -> tuple[re.Pattern[str], ...]:
+    """Searches that together find every line some kind may want: one alternation of the
+    keywords that start with a rare character (the regex engine skips ahead to those),
+    and one search per other keyword and pattern (a lone literal is searched fast)."""
+    words: list[str] = []
+    patterns: list[str] = []
+    for kind in kinds:
+        words += [w for w in kind.keywords if w not in words]
+        patterns += [p for p in kind.patterns if p not in patterns]
+    # keywords already holding another keyword add nothing
+    words = [w for w in words if not any(o != w and o in w for o in words)]
+    rare = [w for w in words if w[0].isupper()]
+    common = [w for w in words if w not in rare]
+    passes = [re.compile("|".join(re.escape(w) for w in sorted(rare, key=len, reverse=True)))]
+    passes += [re.compile(re.escape(w)) for w in common]
+    passes += [re.compile(p) for p in patterns]
+    return tuple(p for p in passes if p.pattern)
+
+
+def _gate(kind: LineKind) -> Callable[[str], object] | None:
+    """A fast test that a line may be of ``kind`` (None: every line may be)."""
+    if kind.patterns or not kind.keywords:
+        return None
+    return re.compile("|".join(re.escape(k) for k in kind.keywords)).search
+
+
+def _candidates(text: str, passes: tuple[re.Pattern[str], ...]) -> list[int]:
+    """Start offsets of the lines of ``text`` that hold a match of any pass, sorted."""
+    starts: set[int] = set()
+    add, rfind, find = starts.add, text.rfind, text.find
+    for rx in passes:
+        search, pos = rx.search, 0
+        while m := search(text, pos):
+            hit = m.start()
+            start = rfind("\n", 0, hit) + 1
+            if hit - start < MAX_LINE_CHARS:
+                add(start)
+            pos = find("\n", hit) + 1
+            if pos == 0:
+                break
+    return sorted(starts)
 
 
 def parse_kernel_log(
-    text: str,
+    text: str | bytes,
     *,
     source: str = "<text>",
     boot_time: datetime | None = None,
@@ -673,20 +1106,6 @@ def parse_kernel_log(
     (or else ``now``) dates syslog stamps that print none; with ``now`` every event
     whose time is known gets ``age_s``. Never raises on junk input.
     """
-    if isinstance(text, bytes | bytearray):
-        text = bytes(text).decode("utf-8", errors="replace")
-    parser = _Parser(source, boot_time)
-    lines = text.split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()
-    parser.out.lines_read = len(lines)
-    for no, raw_line in enumerate(lines, start=1):
-        raw = raw_line.rstrip("\r").replace("\x00", "")[:MAX_LINE_CHARS]
-        if not raw.strip():
-            parser.open_xid = None
-            continue
-        try:
-            parser.feed(_split_stamp(no, raw, year, now))
-        except (ValueError, TypeError, OverflowError, IndexError, KeyError, AssertionError):
-            parser.open_xid = None  # junk the patterns half-matched: skip the line
-    return parser.finish(now)
+    parser = KernelLogParser(source, boot_time=boot_time, year=year, now=now)
+    parser.feed(text)
+    return parser.finish()

@@ -1,6 +1,7 @@
-"""Kernel log timestamps: every prefix a kernel log line reaches us with (dmesg plain,
-``-T``, ``-H``, ISO, ``/dev/kmsg`` records, journal ``short*`` forms, syslog with localized
-month names, talosctl), split from the message, with the time resolved when it can be."""
+"""Kernel log timestamps: every stamp form a kernel log line reaches us with, split from
+the message (plain ``dmesg``, ``-T``, ``-H``, ``--time-format iso``, ``-x`` levels,
+``/dev/kmsg`` records, journal ``short*`` forms, syslog with localized month names,
+``talosctl dmesg``), plus the host/``kernel:`` prefixes and paste quoting around them."""
 
 from __future__ import annotations
 
@@ -105,10 +106,27 @@ _UNIX = re.compile(r"^(?P<epoch>\d{9,11}(?:\.\d+)?)\s+(?P<host>\S+)\s+kernel(?:\
 # CONFIG_PRINTK_CALLER adds "[ T1234]" / "[C3]" after the stamp
 _CALLER = re.compile(r"^\[\s*[TC]\d+\]\s?")
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+_BARE_KERNEL = re.compile(r"^kernel(?:\[\d+\])?:\s?")
+_QUOTES = ('"', "'", "`")
 
 
-@dataclass
-class _Line:
+def _strip_closing_quote(s: str, quote: str) -> str:
+    """The line without the quote that closes it (and a list comma after it)."""
+    end = s.rstrip()
+    if end.endswith(","):
+        end = end[:-1].rstrip()
+    return end[:-1] if end.endswith(quote) else s
+
+
+def closing_quote_stripped(s: str, quote: str) -> str:
+    """A wrapped quoted line's last part without its closing quote."""
+    return _strip_closing_quote(s, quote) if quote else s
+
+
+@dataclass(slots=True)
+class Line:
+    """One log line: its number, the line as read, and the message with its stamp split off."""
+
     no: int
     raw: str
     text: str
@@ -116,6 +134,7 @@ class _Line:
     time_text: str | None = None
     monotonic_s: float | None = None
     stamped: bool = False
+    quote: str = ""  # the quote a pasted line was wrapped in (its closing one is not text)
 
 
 def _tz(text: str | None) -> timezone | None:
@@ -130,7 +149,13 @@ def _tz(text: str | None) -> timezone | None:
 
 def parse_iso(text: str) -> datetime | None:
     """An ISO 8601 stamp with any fraction length and ',' or '.' before it."""
-    m = _ISO_PARTS.fullmatch(text.strip())
+    text = text.strip()
+    if len(text) >= 19 and text[10] in "T " and text[4] == "-":
+        try:  # the C parser reads every form the pattern below does, much faster
+            return datetime.fromisoformat(text)
+        except ValueError:
+            pass
+    m = _ISO_PARTS.fullmatch(text)
     if not m:
         return None
     frac = int(((m.group("f") or "") + "000000")[:6])
@@ -191,30 +216,45 @@ def _local_time(
         return None
 
 
-def _split_stamp(no: int, raw: str, year: int | None, now: datetime | None) -> _Line:
+def split_stamp(no: int, raw: str, year: int | None, now: datetime | None) -> Line:
     """Separate the timestamp (and host/level prefixes) from the message of one line."""
-    ln = _Line(no=no, raw=raw, text=raw)
-    s = _PRIORITY.sub("", _ANSI.sub("", raw) if "\x1b" in raw else raw, count=1)
-    if m := _KMSG.match(s):
+    ln = Line(no=no, raw=raw, text=raw)
+    s = _ANSI.sub("", raw) if "\x1b" in raw else raw
+    if s[:1] in _QUOTES or (s[:1] in " \t" and s.lstrip()[:1] in _QUOTES):
+        # a line pasted as a quoted string: "[ 5.0] NVRM: Xid ...", or a JSON array item
+        s = s.lstrip()
+        ln.quote, s = s[0], s[1:]
+        s = _strip_closing_quote(s, ln.quote)
+    if s[:1] == "<" and (m := _PRIORITY.match(s)):
+        s = s[m.end() :]
+    first = s[:1]
+    if first.isdigit() and "," in s[1:4] and (m := _KMSG.match(s)):
         ln.time_text, ln.monotonic_s, ln.stamped = m.group("us"), int(m.group("us")) / 1e6, True
         ln.text = m.group("rest")
         return ln
     if m := _LEVEL_PREFIX.match(s):
         s, ln.stamped = s[m.end() :], True
+        first = s[:1]
     host_fields = False
-    if m := _MONO.match(s):
+    # every form in [brackets] starts with "[", the bare ISO form with a digit: the first
+    # character rules most patterns out (the order among the others still decides)
+    bracket, digit = first == "[", first.isdigit()
+    m = None
+    if bracket and (m := _MONO.match(s)):
         ln.time_text, ln.monotonic_s = m.group("s"), float(m.group("s"))
-    elif m := _REL.match(s):
+    elif bracket and (m := _REL.match(s)):
         ln.time_text = (m.group("rel") or m.group("delta")).replace(" ", "")
-    elif m := _HUMAN_MIN.match(s):
+    elif bracket and (m := _HUMAN_MIN.match(s)):
         ln.time_text = m.group("text")
         ln.time = _local_time(m["mon"], m["d"], (m["H"], m["M"], "0"), None, year, now)
-    elif m := _CTIME.match(s):
+    elif bracket and (m := _CTIME.match(s)):
         ln.time_text = m.group("text")
         y = int(m.group("Y"))
         ln.time = _local_time(m["mon"], m["d"], (m["H"], m["M"], m["S"]), None, y, now)
-    elif (m := _BRACKET_ISO.match(s)) or (m := _BARE_ISO.match(s)):
+    elif (bracket and (m := _BRACKET_ISO.match(s))) or (digit and (m := _BARE_ISO.match(s))):
         ln.time_text, ln.time = m.group("iso"), parse_iso(m.group("iso"))
+    elif bracket:
+        pass  # no stamp: "[" opens the message (a printk caller id, a pasted fragment)
     elif m := _SHORT_FULL.match(s):
         ln.time_text = s[: m.start("host")].strip()
         tz = m.group("tz")
@@ -224,7 +264,7 @@ def _split_stamp(no: int, raw: str, year: int | None, now: datetime | None) -> _
         elif ln.time is not None and tz and tz[0] in "+-":
             ln.time = ln.time.replace(tzinfo=_tz(tz))
         host_fields = True
-    elif m := _UNIX.match(s):
+    elif digit and (m := _UNIX.match(s)):
         ln.time_text = m.group("epoch")
         try:
             ln.time = datetime.fromtimestamp(float(m.group("epoch")), UTC)
@@ -236,11 +276,13 @@ def _split_stamp(no: int, raw: str, year: int | None, now: datetime | None) -> _
         ln.time = _local_time(m["mon"], m["d"], (m["H"], m["M"], m["S"]), m["f"], year, now)
         host_fields = True
     if m is None:
+        if k := _BARE_KERNEL.match(s):
+            s = s[k.end() :]  # a journal line pasted without its stamp and host
         ln.text = s
         return ln
     ln.stamped = True
     s = s[m.end() :]
-    if not host_fields and (k := _KERNEL_HOST.match(s)):
+    if not host_fields and ((k := _KERNEL_HOST.match(s)) or (k := _BARE_KERNEL.match(s))):
         s = s[k.end() :]  # journal short-iso / short-monotonic: "host kernel: "
     # syslog and journal lines may keep the dmesg [seconds] stamp inside the message
     if ln.monotonic_s is None and (k := _MONO.match(s)):
@@ -250,3 +292,10 @@ def _split_stamp(no: int, raw: str, year: int | None, now: datetime | None) -> _
         s = s[k.end() :]
     ln.text = s
     return ln
+
+
+def age_s(now: datetime, t: datetime) -> float:
+    """Seconds from ``t`` to ``now``; a naive stamp is local time."""
+    if (now.tzinfo is None) != (t.tzinfo is None):
+        now, t = now.astimezone(), t.astimezone()
+    return (now - t).total_seconds()

@@ -16,6 +16,8 @@ from gpu_triage.model.facts import Facts
 PARSERS: dict[str, str] = {
     "nvidia-smi": "gpu_triage.collectors.parsers.adapters:nvidia_smi_table",
     "nvidia-smi-q": "gpu_triage.collectors.parsers.adapters:nvidia_smi_q",
+    "nvidia-smi-q-xml": "gpu_triage.collectors.parsers.adapters:nvidia_smi_xml",
+    "dcgmi-diag": "gpu_triage.collectors.parsers.adapters:dcgmi_diag",
     "nvidia-smi-query-gpu": "gpu_triage.collectors.parsers.adapters:nvidia_smi_query_gpu",
     "nvidia-smi-compute-apps": "gpu_triage.collectors.parsers.adapters:nvidia_smi_compute_apps",
     "nvidia-smi-nvlink": "gpu_triage.collectors.parsers.adapters:nvidia_smi_nvlink",
@@ -30,6 +32,20 @@ PARSERS: dict[str, str] = {
     "fio": "gpu_triage.collectors.parsers.adapters:fio",
     "kubectl-describe-pod": "gpu_triage.collectors.parsers.adapters:kubectl_describe_pod",
     "kubectl-describe-node": "gpu_triage.collectors.parsers.adapters:kubectl_describe_node",
+    "nvidia-smi-topo-p2p": "gpu_triage.collectors.parsers.adapters:nvidia_smi_topo_p2p",
+    "nvidia-smi-topo-p2p-r": "gpu_triage.collectors.parsers.adapters:nvidia_smi_topo_p2p_r",
+    "nvidia-smi-topo-p2p-w": "gpu_triage.collectors.parsers.adapters:nvidia_smi_topo_p2p_w",
+    "nvidia-smi-topo-p2p-n": "gpu_triage.collectors.parsers.adapters:nvidia_smi_topo_p2p_n",
+    "nvidia-smi-topo-p2p-a": "gpu_triage.collectors.parsers.adapters:nvidia_smi_topo_p2p_a",
+    "nvidia-smi-topo-p2p-p": "gpu_triage.collectors.parsers.adapters:nvidia_smi_topo_p2p_p",
+    "ibv-devinfo": "gpu_triage.collectors.parsers.adapters:ibv_devinfo",
+    "proc-stat": "gpu_triage.collectors.parsers.adapters:proc_stat",
+    "proc-pressure": "gpu_triage.collectors.parsers.adapters:proc_pressure",
+    "proc-pressure-cpu": "gpu_triage.collectors.parsers.adapters:proc_pressure_cpu",
+    "proc-pressure-io": "gpu_triage.collectors.parsers.adapters:proc_pressure_io",
+    "proc-pressure-memory": "gpu_triage.collectors.parsers.adapters:proc_pressure_memory",
+    "kubectl-events": "gpu_triage.collectors.parsers.adapters:kubectl_events",
+    "error-text": "gpu_triage.collectors.parsers.adapters:error_text",
 }
 
 

@@ -14,6 +14,13 @@ import os
 import sys
 from typing import NoReturn, cast
 
+if sys.argv[1:2] == ["run"] and not any("reference" in a for a in sys.argv):
+    # An unattended run evaluates on the durable_rules worker: start its process first,
+    # so it starts up beside the imports below rather than after them (cold start).
+    from gpu_triage.engine.durable_worker import prespawn
+
+    prespawn()
+
 from gpu_triage import __version__
 
 USAGE = 64
@@ -29,7 +36,18 @@ class ArgumentParser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from gpu_triage.cli import check, collect, explain, facts, fleet, rules, run, tui_launch
+    from gpu_triage.cli import (
+        check,
+        collect,
+        diff,
+        explain,
+        facts,
+        fleet,
+        readiness,
+        rules,
+        run,
+        tui_launch,
+    )
 
     ap = ArgumentParser(
         prog="gpu-triage",
@@ -52,6 +70,8 @@ def build_parser() -> argparse.ArgumentParser:
     fleet.add_parser(sub)
     check.add_parser(sub)
     facts.add_parser(sub)
+    diff.add_parser(sub)
+    readiness.add_parser(sub)
     return ap
 
 
@@ -92,7 +112,18 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _dispatch(ap: argparse.ArgumentParser, args: argparse.Namespace, argv: list[str] | None) -> int:
-    from gpu_triage.cli import check, collect, explain, facts, fleet, rules, run, tui_launch
+    from gpu_triage.cli import (
+        check,
+        collect,
+        diff,
+        explain,
+        facts,
+        fleet,
+        readiness,
+        rules,
+        run,
+        tui_launch,
+    )
 
     if args.command == "run":
         return run.cmd_run(args)
@@ -104,8 +135,12 @@ def _dispatch(ap: argparse.ArgumentParser, args: argparse.Namespace, argv: list[
         return rules.cmd_rules(args, ap)
     if args.command == "facts":
         return facts.cmd_facts(args, ap)
+    if args.command == "diff":
+        return diff.cmd_diff(args)
     if args.command == "fleet":
         return fleet.cmd_fleet(args)
+    if args.command == "readiness":
+        return readiness.cmd_readiness(args)
     if args.command in ("npd", "slurm-healthcheck"):
         return check.cmd_check(args)
     if args.command == "tui" or (args.command is None and argv is None and sys.stdin.isatty()):

@@ -22,14 +22,23 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         help="remove hostnames, serials, UUIDs, users and command lines",
     )
     col.add_argument("--only", help="comma-separated collector names")
-    col.add_argument("--kernel-log", type=Path, help="read this file as the kernel log")
+    col.add_argument(
+        "--kernel-log",
+        type=Path,
+        action="append",
+        help="read this file as the kernel log (its newest 32 MiB at most); repeatable: "
+        "several files merge by time",
+    )
     col.add_argument(
         "--from-text",
-        nargs=2,
+        nargs="+",
         action="append",
-        metavar=("PARSER", "FILE"),
+        metavar="[KIND:]FILE",
         default=[],
-        help="build the snapshot from saved command output; repeatable",
+        help="build the snapshot from saved or pasted command output ('-' reads stdin): "
+        "each file's kind is recognised from its content, and a pasted terminal session "
+        "is split at its prompts; KIND:FILE forces a parser (gpu-triage facts parsers "
+        "lists them); repeatable",
     )
     add_collector_args(col)
 
@@ -68,7 +77,7 @@ def collector_options(args: argparse.Namespace) -> dict[str, Any]:
 def collect_live(
     window: float,
     only: set[str] | None = None,
-    kernel_log: Path | None = None,
+    kernel_log: Path | list[Path] | None = None,
     progress: bool = True,
     *,
     cancel: Any = None,
@@ -101,14 +110,39 @@ def collect_live(
 def cmd_collect(args: argparse.Namespace) -> int:
     from gpu_triage.model.snapshot import dump_snapshot
 
+    intake = None
     if args.from_text:
-        from gpu_triage.collectors.from_text import snapshot_from_texts
+        from gpu_triage.collectors.from_text import (
+            from_text_arguments,
+            intake_texts,
+            read_text_file,
+            snapshot_from_intake,
+        )
 
         try:
-            snap = snapshot_from_texts([(k, Path(f)) for k, f in args.from_text])
-        except (KeyError, OSError, ValueError) as exc:
+            specs, notes = from_text_arguments(args.from_text)
+        except KeyError as exc:
+            err(str(exc.args[0]))
+            return ExitCode.USAGE
+        for note in notes:
+            err(note)
+        if sum(1 for s in specs if s == "-" or s.endswith(":-")) > 1:
+            err("--from-text: stdin ('-') can be read only once")
+            return ExitCode.USAGE
+        try:
+            stdin = (
+                sys.stdin.buffer.read()
+                if any(s == "-" or s.endswith(":-") for s in specs)
+                else None
+            )
+            intake = intake_texts([read_text_file(s, stdin) for s in specs])
+        except KeyError as exc:
+            err(str(exc.args[0]))
+            return ExitCode.USAGE
+        except (OSError, ValueError) as exc:
             err(str(exc))
             return ExitCode.USAGE
+        snap = snapshot_from_intake(intake)
     else:
         only = set(args.only.split(",")) if args.only else None
         snap = collect_live(args.window, only, args.kernel_log, **collector_options(args))
@@ -121,6 +155,11 @@ def cmd_collect(args: argparse.Namespace) -> int:
     except OSError as exc:
         err(f"cannot write {args.out}: {exc}")
         return ExitCode.UNKNOWN
+    if intake is not None:
+        # what was read, and above all what was not: never dropped without a word
+        for piece in intake.pieces if sys.stderr.isatty() else intake.problems:
+            print(f"  {piece.describe()}", file=sys.stderr)
+        return 0 if intake.anything_read else ExitCode.UNKNOWN
     if sys.stderr.isatty():
         for c in snap.collectors:
             print(

@@ -53,7 +53,11 @@ DERIVED_FROM: dict[str, tuple[str, ...]] = {
     "power_draw_pct": ("power_draw_w", "power_limit_w"),
     "rank_imbalance_pct": ("rank_step_times_ms",),
     "latency_tail_ratio": ("latency_p99_ms", "latency_p50_ms"),
+    "versions_match": ("kernel_module_version", "library_version"),
 }
+
+
+_COMPUTED: dict[type, frozenset[str]] = {}
 
 
 class FactModel(BaseModel):
@@ -71,8 +75,10 @@ class FactModel(BaseModel):
     def _drop_computed(cls, data: Any) -> Any:
         # Computed values (memory_used_pct ...) appear in a plain model_dump: reading such
         # a dump back must work, and they are recomputed anyway.
-        computed = cls.model_computed_fields
-        if isinstance(data, dict) and computed and any(k in data for k in computed):
+        computed = _COMPUTED.get(cls)
+        if computed is None:  # looked up once per class: this runs for every model built
+            computed = _COMPUTED[cls] = frozenset(cls.model_computed_fields)
+        if computed and isinstance(data, dict) and not computed.isdisjoint(data):
             return {k: v for k, v in data.items() if k not in computed}
         return data
 
@@ -109,6 +115,10 @@ class HostFacts(FactModel):
         "%", "busy time (100 - idle - iowait) of the busiest core"
     )
     cores_saturated: int | None = fact("cores", "cores more than 90% busy over the window")
+    busiest_numa_node: int | None = fact("", "NUMA node whose CPUs were busiest (mpstat -N)")
+    busiest_numa_node_busy_pct: float | None = fact(
+        "%", "busy time (100 - idle - iowait) of the busiest NUMA node's CPUs"
+    )
     load_1m: float | None = fact("", "1-minute load average")
     load_5m: float | None = fact("", "5-minute load average")
     load_15m: float | None = fact("", "15-minute load average")
@@ -207,6 +217,9 @@ class GpuFacts(FactModel):
     serial: str | None = fact("", "board serial number")
     pci_bus_id: str | None = fact("", "PCI address, normalised to dddd:bb:dd.f lower case")
     numa_node: int | None = fact("", "NUMA node of the GPU's PCI slot (-1 when none)")
+    gpu_numa_id: int | None = fact(
+        "", "NUMA node of the GPU's own memory (Grace / coherent systems; topo -m GPU NUMA ID)"
+    )
     driver_version: str | None = fact("", "driver version")
     cuda_version: str | None = fact("", "CUDA version supported by the driver")
     vbios_version: str | None = fact("", "VBIOS version")
@@ -264,6 +277,29 @@ class GpuFacts(FactModel):
     remapped_rows_pending: bool | None = fact("", "a row remap waits for the next GPU reset")
     remapped_rows_failure: bool | None = fact(
         "", "row remapping failed (no spare rows): an RMA criterion"
+    )
+    sram_corrected: int | None = fact("errors", "corrected SRAM ECC errors, lifetime")
+    sram_uncorrected: int | None = fact(
+        "errors", "uncorrected SRAM ECC errors (parity + SEC-DED), lifetime"
+    )
+    sram_threshold_exceeded: bool | None = fact(
+        "", "the driver's SRAM error threshold flag is set (field diagnostics, RMA path)"
+    )
+    fabric_state: str | None = fact(
+        "", "NVLink fabric registration: not_supported, not_started, in_progress, completed"
+    )
+    fabric_status: str | None = fact(
+        "", "result of fabric registration once completed: success, or the error NVML names"
+    )
+    fabric_health: str | None = fact(
+        "", "NVML fabric health summary: healthy, unhealthy, limited_capacity, not_supported"
+    )
+    # Between this run and the previous one of the unattended history (ops/history.py).
+    ecc_corrected_delta: int | None = fact(
+        "errors", "lifetime corrected ECC errors added since the previous run"
+    )
+    counters_interval_s: float | None = fact(
+        "s", "seconds between the previous run's counters and these (for the deltas)"
     )
     pcie_link_gen: int | None = fact("gen", "current PCIe link generation")
     pcie_link_gen_max: int | None = fact("gen", "maximum PCIe generation of GPU and slot")
@@ -332,6 +368,12 @@ class NvlinkFacts(FactModel):
     replay_errors: int | None = fact("errors", "data-link replay errors")
     recovery_errors: int | None = fact("errors", "data-link recovery events")
     crc_errors: int | None = fact("errors", "CRC flit errors")
+    replay_errors_delta: int | None = fact("errors", "replay errors added since the previous run")
+    recovery_errors_delta: int | None = fact(
+        "errors", "recovery events added since the previous run"
+    )
+    crc_errors_delta: int | None = fact("errors", "CRC flit errors added since the previous run")
+    counters_interval_s: float | None = fact("s", "seconds since the previous run's counters")
 
 
 # --------------------------------------------------------------------------- links, ports
@@ -345,6 +387,18 @@ class TopoFacts(FactModel):
     a_pci_bus_id: str | None = fact("", "PCI address of the first device when known")
     b_pci_bus_id: str | None = fact("", "PCI address of the second device when known")
     connection: str | None = fact("", "X, SYS, NODE, PHB, PXB, PIX or NV<n> (NVLink with n links)")
+    p2p_read: str | None = fact(
+        "",
+        "P2P read status (topo -p2p r): OK, NS not supported, CNS chipset not supported, "
+        "GNS GPU not supported, TNS topology not supported, U unknown",
+    )
+    p2p_write: str | None = fact("", "P2P write status (topo -p2p w), codes as p2p_read")
+    p2p_nvlink: str | None = fact("", "P2P over NVLink status (topo -p2p n), codes as p2p_read")
+    p2p_atomics: str | None = fact("", "P2P atomics status (topo -p2p a), codes as p2p_read")
+    p2p_prop: str | None = fact("", "P2P prop status (topo -p2p p), codes as p2p_read")
+    p2p_status: str | None = fact(
+        "", "topo -p2p status when the capability (r/w/n/a/p) was not given, codes as p2p_read"
+    )
 
     @computed_field(  # type: ignore[prop-decorator]
         description="index of the first device when it is a GPU (GPU3 -> 3)",
@@ -376,6 +430,21 @@ class PcieLinkFacts(FactModel):
     width: int | None = fact("lanes", "current link width")
     width_max: int | None = fact("lanes", "link width capability")
     numa_node: int | None = fact("", "NUMA node of the slot (-1 when none)")
+    secondary_bus: int | None = fact("", "bridges: first bus number behind the bridge")
+    subordinate_bus: int | None = fact("", "bridges: last bus number behind the bridge")
+    iommu_group: int | None = fact("", "IOMMU group of the device (lspci -vv 'IOMMU group')")
+    acs_capable: bool | None = fact("", "the port has Access Control Services (an ACSCap line)")
+    acs_src_valid: bool | None = fact("", "ACSCtl SrcValid+: source validation enabled")
+    acs_trans_blk: bool | None = fact("", "ACSCtl TransBlk+: translation blocking enabled")
+    acs_req_redir: bool | None = fact(
+        "", "ACSCtl ReqRedir+: peer requests redirected upstream (through the IOMMU)"
+    )
+    acs_cmplt_redir: bool | None = fact(
+        "", "ACSCtl CmpltRedir+: peer completions redirected upstream"
+    )
+    acs_upstream_fwd: bool | None = fact("", "ACSCtl UpstreamFwd+: upstream forwarding enabled")
+    acs_egress_ctrl: bool | None = fact("", "ACSCtl EgressCtrl+: egress control enabled")
+    acs_direct_trans: bool | None = fact("", "ACSCtl DirectTrans+: direct translated P2P enabled")
 
 
 class NicFacts(FactModel):
@@ -409,6 +478,12 @@ class IbPortFacts(FactModel):
     link_downed: int | None = fact("events", "times the link went down")
     rcv_errors: int | None = fact("errors", "port receive errors")
     xmit_discards: int | None = fact("packets", "transmit discards")
+    link_downed_delta: int | None = fact(
+        "events", "times the link went down since the previous run (flaps)"
+    )
+    symbol_errors_delta: int | None = fact("errors", "symbol errors added since the previous run")
+    rcv_errors_delta: int | None = fact("errors", "receive errors added since the previous run")
+    counters_interval_s: float | None = fact("s", "seconds since the previous run's counters")
 
 
 # --------------------------------------------------------------------------- events
@@ -450,6 +525,55 @@ class XidEvent(KernelEvent):
     catalog_severity: str | None = fact("", "the rulebook's severity for the code")
     site_action: str | None = fact("", "the site overlay's action for the code, when set")
     severity: str | None = fact("", "effective severity: the site's when set, else the catalogue's")
+    nvidia_immediate_meaning: str | None = fact(
+        "", "what NVIDIA's immediate bucket asks for, in the catalogue's words"
+    )
+    nvidia_investigatory_meaning: str | None = fact(
+        "", "what NVIDIA's investigatory bucket asks for, in the catalogue's words"
+    )
+    # Filled by the engine before evaluation: how this event groups with others.
+    incident: str | None = fact(
+        "",
+        "incident the event belongs to on its GPU: a new one per process, boot, or burst "
+        "more than two minutes after the last",
+    )
+    # Decoded from the message (gpu_triage.model.xid_message) and the rulebook's decode
+    # tables (rulebook/xid/nvlink-decode.yaml) before evaluation.
+    nvlink_link: int | None = fact("", "NVLink link number the message names (Xid 74, 144-150)")
+    nvlink_fatal_printed: bool | None = fact(
+        "", "the NVLink message says fatal (true) or nonfatal (false)"
+    )
+    xid74_registers: str | None = fact("", "the seven Xid 74 registers as printed, Reg0 first")
+    xid74_class: str | None = fact(
+        "",
+        "worst class of the Xid 74 register bits set: fabric_reset, hardware, field_diag, "
+        "signal_integrity, ecc_threshold, ecc_parity, report_if_repeated, unexpected, unlisted, "
+        "sympathetic, ignore",
+    )
+    xid74_decode: str | None = fact("", "each Xid 74 register bit set and what NVIDIA says of it")
+    nvlink_unit: str | None = fact("", "NVLink5 sub component the Xid 144-150 line names")
+    nvlink_intr_info: int | None = fact("", "NVLink5 intrInfo word of the line")
+    nvlink_error_status: int | None = fact("", "NVLink5 errorStatus word of the line")
+    nvlink_reason: int | None = fact("", "IntrInfo[25:20]: the reason code of a NETIR link event")
+    nvlink_subcode: int | None = fact(
+        "", "subcode: IntrInfo[9:5] before driver R575, IntrInfo[6:0] from R575"
+    )
+    decode_immediate: str | None = fact(
+        "", "immediate bucket of the NVIDIA decode row the NVLink5 line matches"
+    )
+    decode_immediate_meaning: str | None = fact("", "what that immediate bucket asks for")
+    decode_severity: str | None = fact(
+        "", "severity of that decode row: fatal, link_fatal, non_fatal"
+    )
+    decode_investigatory: str | None = fact("", "investigatory bucket of that decode row")
+    decode_investigatory_meaning: str | None = fact("", "what that investigatory bucket asks for")
+    decode_promoted: str | None = fact(
+        "", "the action the decode row is promoted to when the status repeats"
+    )
+    decode_summary: str | None = fact("", "the decode row in words: unit, status, buckets")
+    recovery_action_to: str | None = fact(
+        "", "recovery action an Xid 154 line changed to (none, gpu_reset, node_reboot, ...)"
+    )
 
 
 class SxidEvent(KernelEvent):
@@ -501,6 +625,46 @@ class NvlinkErrorEvent(KernelEvent):
     message: str | None = fact("", "the text logged")
 
 
+class PcieLimitEvent(KernelEvent):
+    """A PCIe device that trained below what it and its slot can do, as the kernel logs it
+    at enumeration or driver load ("... available PCIe bandwidth, limited by ..."). One per
+    device: a later report of the same device replaces the reading. ``pci_bus_id`` is the
+    device; ``limited_at`` the link that limits it (may be a switch or root port above)."""
+
+    driver: str | None = fact("", "driver named in the line ('pci' at enumeration, 'nvidia' ...)")
+    available_gbps: float | None = fact("Gb/s", "bandwidth the device gets")
+    speed_gts: float | None = fact("GT/s", "speed of the limiting link")
+    width: int | None = fact("lanes", "width of the limiting link")
+    limited_at: str | None = fact("", "PCI address of the limiting link, normalised")
+    capable_gbps: float | None = fact("Gb/s", "bandwidth the device is capable of")
+    capable_speed_gts: float | None = fact("GT/s", "speed the device is capable of")
+    capable_width: int | None = fact("lanes", "width the device is capable of")
+    device_is_gpu: bool | None = fact("", "the device is an NVIDIA GPU")
+
+
+# --------------------------------------------------------------------------- diagnostics
+
+
+class DiagResult(FactModel):
+    """One test of a DCGM diagnostic run (dcgmi diag) on one GPU, or on all of them."""
+
+    category: str | None = fact("", "section of the run: Deployment, Hardware, Integration, Stress")
+    test: str | None = fact("", "test name as DCGM prints it, e.g. Memory, PCIe, Targeted Stress")
+    result: str | None = fact("", "pass, fail, warn or skip (skip: the test did not run)")
+    gpu_index: int | None = fact("", "GPU the result is for; unset: every GPU of the run")
+    message: str | None = fact("", "DCGM's warning and info text for this result")
+    error_id: int | None = fact("", "DCGM error code (dcgmError_t) of the first warning")
+    error_code: str | None = fact("", "its DCGM_FR_* name")
+    error_severity: str | None = fact(
+        "", "DCGM's severity of that error: none, monitor, isolate, unknown, triage, config, reset"
+    )
+    error_category: str | None = fact(
+        "", "DCGM's category of that error, e.g. hardware_memory, software_config"
+    )
+    run_level: int | None = fact("", "the diagnostic level run (dcgmi diag -r N) when known")
+    dcgm_version: str | None = fact("", "DCGM version that ran it")
+
+
 # --------------------------------------------------------------------------- history
 
 
@@ -518,6 +682,73 @@ class XidHistory(FactModel):
     )
     last_reset_time: datetime | None = fact("", "when the GPU was last reset or the node rebooted")
     resets_seen: int | None = fact("resets", "GPU resets or reboots the history has recorded")
+
+
+# --------------------------------------------------------------------------- driver stack
+
+
+class NvmlInit(StrEnum):
+    """How NVML's start (nvmlInit) went, live or as a pasted nvidia-smi error says."""
+
+    OK = "ok"
+    VERSION_MISMATCH = "version_mismatch"  # NVML_ERROR_LIB_RM_VERSION_MISMATCH
+    DRIVER_NOT_LOADED = "driver_not_loaded"  # NVML_ERROR_DRIVER_NOT_LOADED
+    NO_DEVICES = "no_devices"  # started, but enumerates no GPU
+    NO_PERMISSION = "no_permission"  # NVML_ERROR_NO_PERMISSION
+    LIBRARY_NOT_FOUND = "library_not_found"  # NVML_ERROR_LIBRARY_NOT_FOUND
+    UNKNOWN_ERROR = "unknown_error"  # NVML_ERROR_UNKNOWN
+    GPU_LOST = "gpu_lost"  # NVML_ERROR_GPU_IS_LOST
+    ERROR = "error"  # any other NVML error
+
+
+class DriverFacts(FactModel):
+    """The NVIDIA driver stack: kernel module, user-space NVML library, how NVML started."""
+
+    nvml_init: NvmlInit | None = fact("", "how NVML's start went (ok, version_mismatch, ...)")
+    nvml_error: str | None = fact("", "NVML's error text when it did not start")
+    kernel_module_loaded: bool | None = fact(
+        "", "the nvidia kernel module is loaded (/proc/driver/nvidia/version exists)"
+    )
+    kernel_module_version: str | None = fact(
+        "", "version of the loaded nvidia kernel module (/proc/driver/nvidia/version)"
+    )
+    library_version: str | None = fact(
+        "", "version of the user-space driver library (NVML, libnvidia-ml.so.<version>)"
+    )
+    nouveau_loaded: bool | None = fact("", "the nouveau module is loaded (/sys/module/nouveau)")
+    package_upgraded_to: str | None = fact(
+        "", "driver package version a package-manager upgrade installed (apt/dnf log)"
+    )
+
+    @computed_field(  # type: ignore[prop-decorator]
+        description="the kernel module and the user-space library have the same version",
+        json_schema_extra={"unit": ""},
+    )
+    @property
+    def versions_match(self) -> bool | None:
+        if not self.kernel_module_version or not self.library_version:
+            return None
+        return self.kernel_module_version == self.library_version
+
+
+class ErrorTextEvent(FactModel):
+    """A known error text (signature) found in a paste, a job's output or a collector."""
+
+    signature: str = fact("", "signature id in the error-text table", default="")
+    cause: str | None = fact("", "the cause the signature is evidence of (rules read this)")
+    component: str | None = fact(
+        "", "what printed it: driver, container, kubernetes, cuda, nccl, fabric, slurm, ..."
+    )
+    verified: bool | None = fact(
+        "", "the wording was checked against a source (false: recalled, matched loosely)"
+    )
+    message: str | None = fact("", "the matching text")
+    raw: str = fact("", "the line(s) it was found on", default="")
+    value: str | None = fact("", "a field the signature captures (a version, Xid, errno ...)")
+    pci_bus_id: str | None = fact("", "PCI address the text names, normalised")
+    gpu_index: int | None = fact("", "NVML index of the GPU it is tied to")
+    line: int | None = fact("", "1-based line number of its first occurrence")
+    count: int | None = fact("times", "times the same text occurs")
 
 
 # --------------------------------------------------------------------------- scheduler
@@ -557,6 +788,12 @@ class SiteInventory(FactModel):
     expected_pcie_gen: int | None = fact("gen", "PCIe generation every GPU should link at")
     expected_pcie_width: int | None = fact("lanes", "PCIe width every GPU should link at")
     expected_nvlink_active: int | None = fact("links", "NVLink links each GPU should have up")
+    expected_ib_ports: int | None = fact(
+        "ports", "InfiniBand ports that should be active (e.g. 8 on an 8-GPU H100/H200/B200 node)"
+    )
+    expected_ib_rate_gbps: float | None = fact(
+        "Gb/s", "rate every InfiniBand port should run at (e.g. 400 for NDR)"
+    )
     pinned_driver_version: str | None = fact("", "the driver version the golden image pins")
     pinned_vbios_version: str | None = fact("", "the VBIOS version the site pins")
     rdma_configured: bool | None = fact("", "RDMA (InfiniBand/RoCE) is used on this node")
@@ -565,8 +802,25 @@ class SiteInventory(FactModel):
     baseline_step_time_ms: float | None = fact("ms", "known-good step time for the job")
 
 
+class Symptom(StrEnum):
+    """What the responder sees (``run --symptom``, the TUI's first screen)."""
+
+    HANG = "hang"
+    SLOW = "slow"
+    CRASH = "crash"
+    MISSING_GPU = "missing-gpu"
+    OOM = "oom"
+    LATENCY = "latency"
+
+
 class JobMetrics(FactModel):
     """Metrics of the running job, supplied from a job-metrics file."""
+
+    symptom: Symptom | None = fact(
+        "", "what the responder sees: hang, slow, crash, missing-gpu, oom or latency"
+    )
+    hung: bool | None = fact("", "the job stopped making progress (a hang or stall)")
+    stalled_s: float | None = fact("s", "how long the job has made no progress")
 
     step_time_ms: float | None = fact("ms", "current mean training step time")
     rank_step_times_ms: list[float] = fact("ms", "per-rank mean step times", default=[])
@@ -576,6 +830,9 @@ class JobMetrics(FactModel):
     throughput_per_gpu: float | None = fact("samples/s", "throughput per GPU now")
     throughput_per_gpu_fewer_nodes: float | None = fact(
         "samples/s", "throughput per GPU measured with fewer nodes"
+    )
+    command: list[str] = fact(
+        "", "the job's command line as an argument list (runbook steps rerun it)", default=[]
     )
 
     @computed_field(  # type: ignore[prop-decorator]
@@ -623,7 +880,11 @@ class Facts(BaseModel):
     bus_losses: list[BusLossEvent] = Field(default_factory=list)
     ooms: list[OomKillEvent] = Field(default_factory=list)
     nvlink_errors: list[NvlinkErrorEvent] = Field(default_factory=list)
+    pcie_limits: list[PcieLimitEvent] = Field(default_factory=list)
     xid_history: list[XidHistory] = Field(default_factory=list)
+    diags: list[DiagResult] = Field(default_factory=list)
+    driver: DriverFacts | None = None
+    errors: list[ErrorTextEvent] = Field(default_factory=list)
     scheduler: SchedulerFacts | None = None
     site: SiteInventory | None = None
     job: JobMetrics | None = None

@@ -7,11 +7,26 @@ import os
 from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    ValidationError,
+    model_serializer,
+)
 
 from gpu_triage import __version__
+from gpu_triage.io import jsonio
 from gpu_triage.model.facts import Facts
+from gpu_triage.model.limits import (
+    MAX_SNAPSHOT_BYTES,
+    SnapshotTooLarge,
+    check_counts,
+    counts_of,
+)
 
 SCHEMA_VERSION = 1
 # The status of the unattended history store: not a collection of this node's state.
@@ -69,9 +84,24 @@ class Snapshot(BaseModel):
     window_s: float = 0.0
     redacted: bool = False
     description: str = ""
+    node_id: str = Field(
+        default="", description="sha256 of the node's machine id: which machine this is"
+    )
+    boot_id: str = Field(default="", description="the kernel's boot id at collection")
     facts: Facts = Field(default_factory=Facts)
     collectors: list[CollectorStatus] = Field(default_factory=list)
     raw: list[RawOutput] = Field(default_factory=list)
+
+    @model_serializer(mode="wrap")
+    def _omit_unknown_identity(self, handler: SerializerFunctionWrapHandler) -> Any:
+        # Snapshots from pastes, demos and older versions have no node identity: they are
+        # written without the keys, as before.
+        data = handler(self)
+        if isinstance(data, dict):
+            for key in ("node_id", "boot_id"):
+                if not data.get(key, True):
+                    del data[key]
+        return data
 
     def collector(self, name: str) -> CollectorStatus | None:
         return next((c for c in self.collectors if c.name == name), None)
@@ -84,6 +114,12 @@ class SnapshotError(Exception):
 def load_snapshot(path: str | os.PathLike[str]) -> Snapshot:
     p = Path(path)
     try:
+        size = p.stat().st_size
+        if size > MAX_SNAPSHOT_BYTES:
+            raise SnapshotError(
+                f"{p}: {size:,} bytes, larger than a snapshot of one node can be "
+                f"(at most {MAX_SNAPSHOT_BYTES:,})"
+            )
         text = p.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise SnapshotError(f"{p}: no such snapshot file") from None
@@ -94,7 +130,10 @@ def load_snapshot(path: str | os.PathLike[str]) -> Snapshot:
 
 def parse_snapshot(text: str, name: str = "<snapshot>") -> Snapshot:
     try:
-        data = json.loads(text)
+        data = jsonio.loads(text)
+    except jsonio.NonFiniteNumber as exc:
+        where = f"{name}:{exc.line}:{exc.col}"
+        raise SnapshotError(f"{where}: {exc.token} is not a finite number") from None
     except json.JSONDecodeError as exc:
         raise SnapshotError(f"{name}:{exc.lineno}:{exc.colno}: not valid JSON: {exc.msg}") from None
     except RecursionError:
@@ -109,17 +148,26 @@ def parse_snapshot(text: str, name: str = "<snapshot>") -> Snapshot:
             f"{name}: unknown snapshot schema_version {version!r} "
             f"(this gpu-triage reads version {SCHEMA_VERSION})"
         )
+    facts = data.get("facts")
+    if isinstance(facts, dict):
+        try:  # before validating: a snapshot ten times too large would take minutes
+            check_counts(counts_of(facts), name)
+        except SnapshotTooLarge as exc:
+            raise SnapshotError(str(exc)) from None
     try:
-        return Snapshot.model_validate(data)
+        snap = Snapshot.model_validate(data)
     except ValidationError as exc:
         problems = "; ".join(
             f"{'.'.join(str(x) for x in e['loc'])}: {e['msg']}" for e in exc.errors()[:5]
         )
         more = f" (and {exc.error_count() - 5} more)" if exc.error_count() > 5 else ""
         raise SnapshotError(f"{name}: invalid snapshot: {problems}{more}") from None
+    # A float field given the string "nan" or "inf" reads as one: refused the same way.
+    bad = jsonio.first_non_finite(snap.facts.model_dump(exclude_computed_fields=True), "facts")
+    if bad is not None:
+        raise SnapshotError(f"{name}: invalid snapshot: {bad}: not a finite number")
+    return snap
 
 
 def dump_snapshot(snapshot: Snapshot) -> str:
-    return (
-        snapshot.model_dump_json(indent=2, exclude_none=True, exclude_computed_fields=True) + "\n"
-    )
+    return jsonio.dump_model(snapshot, exclude_none=True, exclude_computed_fields=True) + "\n"

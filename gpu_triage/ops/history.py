@@ -18,6 +18,7 @@ from gpu_triage.engine.findings import Cleared, FindingsDocument
 from gpu_triage.io.files import write_atomic
 from gpu_triage.model.facts import XidHistory
 from gpu_triage.model.snapshot import HISTORY_SOURCE, CollectorState, CollectorStatus, Snapshot
+from gpu_triage.ops.counters import CounterLedger
 from gpu_triage.ops.state import (
     CLEARED_KEEP,
     MAX_CLEARED_PER_RUN,
@@ -134,6 +135,7 @@ class History:
     seen: dict[str, Seen] = field(default_factory=dict)
     path: Path | None = None
     xids: XidLedger = field(default_factory=lambda: XidLedger())
+    counters: CounterLedger = field(default_factory=lambda: CounterLedger())
 
     @staticmethod
     def key(rule_id: str, subject_key: str) -> str:
@@ -150,6 +152,7 @@ class History:
             for k, v in state.seen.items()
         }
         h.xids = XidLedger.from_json(ledger_json(state))
+        h.counters = CounterLedger.from_json(state.counters.model_dump(mode="json"))
         if notice:
             # said once: the file was moved aside, the next run reads a fresh one
             print(f"gpu-triage: warning: {notice}", file=sys.stderr)
@@ -201,7 +204,8 @@ class History:
                 for k, s in self.seen.items()
             },
             "xids": self.xids.to_json(),
+            "counters": self.counters.to_json(),
         }
         # what is written is what the next run reads: validated by the same model
         text = StateFile.model_validate(data).model_dump_json(indent=1)
-        write_atomic(self.path, text + "\n")
+        write_atomic(self.path, text + "\n", mode=0o600)

@@ -34,6 +34,8 @@ from pydantic import (
     ValidationError,
 )
 
+from gpu_triage.io.files import UnsafeFile, read_text
+
 STATE_VERSION = 1
 MAX_STATE_BYTES = 32 << 20
 SEEN_MAX_AGE = timedelta(days=7)
@@ -44,6 +46,7 @@ MAX_CLEARED_PER_RUN = 1_000
 MAX_XID_KEYS = 4_096  # 64 GPUs x 64 codes
 MAX_EVENT_KEYS = 500  # per GPU and code: enough to count a storm
 MAX_COUNT = 10**9
+MAX_COUNTER_KEYS = 20_000
 
 Text = Annotated[str, StringConstraints(max_length=4096)]
 Count = Annotated[int, Field(ge=0, le=MAX_COUNT, strict=True)]
@@ -103,10 +106,17 @@ class XidLedgerState(_Model):
     entries: dict[XidKey, XidEntry] = Field(default_factory=dict)
 
 
+class CounterState(_Model):
+    """Counter values of the previous run (ops/counters.py), for the between-run deltas."""
+
+    entries: dict[Text, dict[Text, Any]] = Field(default_factory=dict)
+
+
 class StateFile(_Model):
     version: Literal[1] = 1
     seen: dict[Text, SeenEntry] = Field(default_factory=dict)
     xids: XidLedgerState = Field(default_factory=XidLedgerState)
+    counters: CounterState = Field(default_factory=CounterState)
 
 
 def _problem(exc: ValidationError) -> str:
@@ -122,15 +132,19 @@ def read_state(path: Path, now: datetime | None = None) -> tuple[StateFile, str]
     unusable file is moved aside and a fresh state returned."""
     now = now or datetime.now(UTC)
     try:
-        with open(path, "rb") as fh:
-            data = fh.read(MAX_STATE_BYTES + 1)
-    except FileNotFoundError:
-        return StateFile(), ""
+        # opened as gpu_triage.io.files opens our own files: a planted link is refused
+        data = read_text(path, max_bytes=MAX_STATE_BYTES)
+    except UnsafeFile as exc:
+        if "larger than" not in str(exc):
+            raise
+        data = None
+        problem = f"larger than {MAX_STATE_BYTES >> 20} MiB"
     except OSError as exc:
         return StateFile(), f"cannot read the state file {path}: {exc.strerror or exc}"
-    if len(data) > MAX_STATE_BYTES:
-        problem = f"larger than {MAX_STATE_BYTES >> 20} MiB"
     else:
+        if data is None:
+            return StateFile(), ""
+    if data is not None:
         try:
             state = StateFile.model_validate_json(data)
         except ValidationError as exc:
@@ -169,6 +183,9 @@ def prune(state: StateFile, now: datetime) -> StateFile:
         order = sorted(kept, key=lambda k: latest(kept[k]) or oldest, reverse=True)
         kept = {k: kept[k] for k in order[:MAX_XID_KEYS]}
     state.xids.entries = kept
+    if len(state.counters.entries) > MAX_COUNTER_KEYS:  # by key: no time to go by
+        keys = sorted(state.counters.entries)[:MAX_COUNTER_KEYS]
+        state.counters.entries = {k: state.counters.entries[k] for k in keys}
     return state
 
 

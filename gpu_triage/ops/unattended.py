@@ -1,7 +1,9 @@
 """Unattended runs: evaluate, write findings for machines, and the `--interval` loop.
 
 Nothing here imports Textual. Writes are atomic (JSON, Markdown, Prometheus) or whole
-appended lines (JSONL), under a lock so concurrent runs take turns.
+appended lines (JSONL), by the model of :mod:`gpu_triage.io.files`. One run holds the locks
+of all its outputs and of its state file from reading the state to writing it back, so
+concurrent runs take turns and never lose each other's first-seen times.
 """
 
 from __future__ import annotations
@@ -23,7 +25,14 @@ from gpu_triage.engine.compiler import Rulebook
 from gpu_triage.engine.evaluate import evaluate
 from gpu_triage.engine.findings import EngineInfo, FindingsDocument, RulebookInfo, Summary
 from gpu_triage.engine.verdict import ExitCode, one_line
-from gpu_triage.io.files import append_line, locked, write_atomic
+from gpu_triage.io import jsonio
+from gpu_triage.io.files import (
+    DEFAULT_LOCK_TIMEOUT_S,
+    DEFAULT_MODE,
+    append_line,
+    locked,
+    write_atomic,
+)
 from gpu_triage.io.stopping import StopFlag
 from gpu_triage.model.facts import Facts
 from gpu_triage.model.snapshot import Snapshot
@@ -34,7 +43,7 @@ FORMATS = ("json", "jsonl", "markdown", "prometheus")
 
 def render(doc: FindingsDocument, facts: Facts | None, fmt: str) -> str:
     if fmt == "json":
-        return doc.model_dump_json(indent=2) + "\n"
+        return jsonio.dump_model(doc, indent=2) + "\n"
     if fmt == "markdown":
         from gpu_triage.ops.report import findings_markdown
 
@@ -48,17 +57,24 @@ def render(doc: FindingsDocument, facts: Facts | None, fmt: str) -> str:
     raise ValueError(f"unknown format {fmt!r}")
 
 
-def write_output(doc: FindingsDocument, facts: Facts | None, fmt: str, out: Path | None) -> None:
+def write_output(
+    doc: FindingsDocument,
+    facts: Facts | None,
+    fmt: str,
+    out: Path | None,
+    *,
+    mode: int = DEFAULT_MODE,
+) -> None:
+    """Write one format; the caller holds the lock (see :func:`run_once`)."""
     text = render(doc, facts, fmt)
     if out is None:
         sys.stdout.write(text)
         sys.stdout.flush()
         return
-    with locked(out):
-        if fmt == "jsonl":
-            append_line(out, text)
-        else:
-            write_atomic(out, text)
+    if fmt == "jsonl":
+        append_line(out, text, mode=mode)
+    else:
+        write_atomic(out, text, mode=mode)
 
 
 # --------------------------------------------------------------------------- runs
@@ -74,6 +90,8 @@ class RunSpec:
     get_snapshot: Callable[[], tuple[Snapshot, str]]
     history: History
     also: list[tuple[str, Path]] = field(default_factory=list)  # more (format, path) outputs
+    lock_timeout: float = DEFAULT_LOCK_TIMEOUT_S
+    mode: int = DEFAULT_MODE  # of the outputs (the state file stays 0600)
 
 
 SEVERITIES = ("info", "warning", "critical")
@@ -119,11 +137,12 @@ def failure_document(spec: RunSpec, reason: str, hostname: str = "") -> Findings
 
 
 def _write_all(spec: RunSpec, doc: FindingsDocument, facts: Facts | None) -> list[str]:
-    """Write every output that can be written; the failures, in words."""
+    """Write every output that can be written; the failures, in words. The caller holds
+    the outputs' lock."""
     failed: list[str] = []
     for fmt, path in [(spec.fmt, spec.out), *spec.also]:
         try:
-            write_output(doc, facts, fmt, path)
+            write_output(doc, facts, fmt, path, mode=spec.mode)
         except Exception as exc:  # noqa: BLE001 - one output's failure must not cost the others
             failed.append(f"cannot write {path or 'stdout'}: {describe(exc)}")
     return failed
@@ -136,6 +155,7 @@ def run_once(
 
     Whatever fails, every output that can be written is written: an *unknown* document
     when there are no findings to write, then :class:`RunError` says what failed."""
+    outputs = [spec.out, *(path for _, path in spec.also)]
     try:
         snap, source = spec.get_snapshot()
     except Stopped:
@@ -143,27 +163,39 @@ def run_once(
     except Exception as exc:
         reason = f"no snapshot: {describe(exc)}"
         doc = failure_document(spec, reason)
-        raise RunError("; ".join([reason, *_write_all(spec, doc, None)]), doc) from exc
+        with locked(*outputs, timeout=spec.lock_timeout):
+            failed = _write_all(spec, doc, None)
+        raise RunError("; ".join([reason, *failed]), doc) from exc
     if stop is not None and stop.is_set():
         raise Stopped
-    now = now or datetime.now(UTC)
-    try:
-        spec.history.xids.prepare(snap)
-        doc = evaluate(snap, spec.book, engine=spec.engine, source=source)
-        spec.history.xids.record(snap, now)
-        if spec.min_severity != "info":
-            floor = SEVERITIES.index(spec.min_severity)
-            doc.findings = [f for f in doc.findings if SEVERITIES.index(f.severity.value) >= floor]
-        spec.history.apply(doc, now)
-    except Exception as exc:
-        reason = f"evaluation failed: {describe(exc)}"
-        doc = failure_document(spec, reason, snap.hostname)
-        raise RunError("; ".join([reason, *_write_all(spec, doc, snap.facts)]), doc) from exc
-    failed = _write_all(spec, doc, snap.facts)
-    try:
-        spec.history.save()
-    except Exception as exc:  # noqa: BLE001 - the findings are written; say what was not
-        failed.append(f"cannot save the state: {describe(exc)}")
+    # Collection is done; from reading the state to writing it back, every file this run
+    # writes is locked, so a concurrent run waits instead of losing this one's update.
+    with locked(*outputs, spec.history.path, timeout=spec.lock_timeout):
+        now = now or datetime.now(UTC)
+        try:
+            if spec.history.path is not None:
+                spec.history = History.load(spec.history.path, now)
+            spec.history.xids.prepare(snap)
+            spec.history.counters.prepare(snap, now)
+            doc = evaluate(snap, spec.book, engine=spec.engine, source=source)
+            spec.history.xids.record(snap, now)
+            spec.history.counters.record(snap, now)
+            if spec.min_severity != "info":
+                floor = SEVERITIES.index(spec.min_severity)
+                doc.findings = [
+                    f for f in doc.findings if SEVERITIES.index(f.severity.value) >= floor
+                ]
+            spec.history.apply(doc, now)
+        except Exception as exc:
+            reason = f"evaluation failed: {describe(exc)}"
+            doc = failure_document(spec, reason, snap.hostname)
+            failed = _write_all(spec, doc, snap.facts)
+            raise RunError("; ".join([reason, *failed]), doc) from exc
+        failed = _write_all(spec, doc, snap.facts)
+        try:
+            spec.history.save()
+        except Exception as exc:  # noqa: BLE001 - the findings are written; say what was not
+            failed.append(f"cannot save the state: {describe(exc)}")
     if failed:
         raise RunError("; ".join(failed), doc)
     return doc

@@ -77,6 +77,58 @@ SAMPLES = {
         REAL / "k8s/describe-node-no-nvidia-gpu-in-capacity-dp285.txt",
         lambda f: f.scheduler.k8s_node_gpu_capacity == 0,
     ),
+    "kubectl-events": (
+        REAL / "k8s/events-failedscheduling-insufficient-gpu-unschedulable-dp119.txt",
+        lambda f: f.scheduler.k8s_pods_pending_gpu == 1,
+    ),
+    "ibv-devinfo": (
+        HAND / "ib/ibv_devinfo-v-ndr-active-and-polling.txt",
+        lambda f: [p.rate_gbps for p in f.ib_ports] == [400.0, 10.0],
+    ),
+    "proc-stat": (
+        HAND / "proc/proc-stat-two-readings-4cpu.txt",
+        lambda f: f.host.cpu_user_pct == 40.0 and f.host.busiest_core == 0,
+    ),
+    "proc-pressure": (
+        HAND / "proc/pressure-grep-n-star.txt",
+        lambda f: f.host.psi_io_full_avg10 == 31.0 and f.host.psi_memory_full_avg10 == 2.25,
+    ),
+    **{
+        f"proc-pressure-{res}": (
+            REAL / "proc/pressure-memory-high-some-full-procfs40.txt",
+            lambda f, res=res: getattr(f.host, f"psi_{res}_some_avg10") == 70.24,
+        )
+        for res in ("cpu", "io", "memory")
+    },
+    "dcgmi-diag": (
+        REAL / "dcgm/dcgmi-diag-r3-deployment-all-pass-fragment-dcgm55.txt",
+        lambda f: len(f.diags) == 9 and {d.result for d in f.diags} == {"pass"},
+    ),
+    "nvidia-smi-q-xml": (
+        HAND / "nvidia-smi-q-xml/q-x-550-h100-two-gpus-remap-pending-gpu1.xml",
+        lambda f: [g.remapped_rows_pending for g in f.gpus] == [False, True],
+    ),
+    "nvidia-smi-topo-p2p": (
+        HAND / "topo/topo-p2p-2gpu-tabs-ns.txt",
+        lambda f: {t.p2p_status for t in f.topology} == {"NS"},
+    ),
+    **{
+        f"nvidia-smi-topo-p2p-{cap}": (
+            HAND / "topo/topo-p2p-4gpu-two-pcie-switches-cns.txt",
+            lambda f, field=field: {getattr(t, field) for t in f.topology} == {"OK", "CNS"},
+        )
+        for cap, field in {
+            "r": "p2p_read",
+            "w": "p2p_write",
+            "n": "p2p_nvlink",
+            "a": "p2p_atomics",
+            "p": "p2p_prop",
+        }.items()
+    },
+    "error-text": (
+        DATA / "incidents/011-container-timeout-persistence-mode-off/docker-run.txt",
+        lambda f: [e.cause for e in f.errors] == ["container_driver_timeout"],
+    ),
 }
 
 COMPUTE_APPS = (

@@ -532,7 +532,10 @@ def test_ibstat_flattened_and_garbage() -> None:
     text = "CA 'mlx5_0'\nCA type: MT4129\nPort 1:\nState: Initializing\nPhysical state: Polling\n"
     (port,) = parse_ibstat(text)
     assert (port.state, port.phys_state, port.rate_gbps) == ("init", "polling", None)
-    assert parse_ibstat("State: Active\nno CA here\n") == []
+    with pytest.raises(ParseError, match="no CA"):  # a fragment with no port block: said, not []
+        parse_ibstat("State: Active\nno CA here\n")
+    with pytest.raises(ParseError, match="ibv_devinfo"):
+        parse_ibstat("hca_id:\tmlx5_0\n\tphys_port_cnt:\t1\n\t\tport:\t1\n")
     (single,) = parse_ibstat("CA: 'mlx5_2'\nPort 1:\nState: Active\nRate: 400\n")
     assert (single.ca_name, single.rate_gbps) == ("mlx5_2", 400.0)
     (bare,) = parse_ibstat("Port 1:\n\t\tState: Armed\n\t\tPhysical state: LinkUp\n")

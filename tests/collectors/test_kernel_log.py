@@ -16,7 +16,14 @@ from hypothesis import strategies as st
 from gpu_triage.collectors import base
 from gpu_triage.collectors.base import CollectContext, CollectorUnavailable
 from gpu_triage.collectors.kernel_log import KernelLogCollector
-from gpu_triage.collectors.parsers.kernel_log import KernelLog, parse_kernel_log
+from gpu_triage.collectors.parsers.kernel_log import (
+    LINE_KINDS,
+    MAX_RAW_LINES,
+    KernelLog,
+    KernelLogParser,
+    LineKind,
+    parse_kernel_log,
+)
 from gpu_triage.collectors.parsers.kernel_timestamps import month_number, parse_iso
 from gpu_triage.collectors.pci import normalize_pci
 from gpu_triage.io.commands import CommandResult
@@ -1022,7 +1029,7 @@ def _fake(
 def test_collector_protocol() -> None:
     c = KernelLogCollector()
     assert c.name == "kernel_log"
-    assert c.kinds == ("xid", "sxid", "aer", "bus_loss", "oom", "nvlink_error")
+    assert c.kinds == ("xid", "sxid", "aer", "bus_loss", "oom", "nvlink_error", "pcie_limit")
 
 
 def test_collector_reads_named_file_whole(ctx: CollectContext, tmp_path: Path) -> None:
@@ -1204,3 +1211,248 @@ def test_live_log_is_cut_to_the_window(
     facts = Facts()
     KernelLogCollector().collect(ctx, facts)
     assert [x.code for x in facts.xids] == [79]
+
+
+# --------------------------------------------------------------------------- pastes, variants
+
+# The stamp forms a responder pastes most: dmesg, dmesg -T, journal short-iso, syslog.
+STAMPS = [
+    pytest.param(lambda s: f"[{400 + s:12.6f}] ", id="dmesg"),
+    pytest.param(lambda s: f"[Wed May  1 10:00:{s:02.0f} 2024] ", id="dmesg-T"),
+    pytest.param(lambda s: f"2024-05-01T10:00:{s:02.0f}+0000 gpu7 kernel: ", id="journal"),
+    pytest.param(lambda s: f"May  1 10:00:{s:02.0f} gpu7 kernel: ", id="syslog"),
+    pytest.param(lambda s: "", id="no-stamp"),
+]
+
+
+@pytest.mark.parametrize("stamp", STAMPS)
+@pytest.mark.parametrize("pci", ["0000:02:00.0", "02:00.0", "0001:c1:00.0"])
+def test_three_line_fallen_off_bus_report_keeps_first_line(stamp: Any, pci: str) -> None:
+    # older drivers: the GPU and the time are on the first line, "fallen off" on the third
+    text = (
+        f"{stamp(1)}NVRM: The NVIDIA GPU {pci}\n"
+        f"{stamp(1)}NVRM: (PCI ID: 10de:1db6) installed in this system has\n"
+        f"{stamp(2)}NVRM: fallen off the bus and is not responding to commands.\n"
+        f"{stamp(9)}IPv6: ADDRCONF(NETDEV_CHANGE): eth0: link becomes ready\n"
+    )
+    log = parse_kernel_log(text, year=2024)
+    [ev] = log.bus_losses
+    assert ev.pci_bus_id == normalize_pci(pci)
+    assert ev.line == 1 and ev.raw == "\n".join(text.split("\n")[:3])
+    first = parse_kernel_log(text.split("\n")[0] + " x fallen off the bus", year=2024)
+    assert ev.time_text == first.bus_losses[0].time_text  # the first line's stamp
+    assert ev.message is not None and ev.message.startswith(f"The NVIDIA GPU {pci} (PCI ID")
+    assert ev.message.endswith("has fallen off the bus and is not responding to commands.")
+
+
+def test_three_line_report_interrupted_is_not_joined() -> None:
+    log = parse_kernel_log(
+        "[ 1.0] NVRM: The NVIDIA GPU 0000:02:00.0\n"
+        "[ 1.0] usb 1-1: new high-speed USB device number 2 using xhci_hcd\n"
+        "[ 1.0] NVRM: fallen off the bus and is not responding to commands.\n"
+    )
+    [ev] = log.bus_losses
+    assert ev.line == 3 and ev.pci_bus_id is None
+
+
+@pytest.mark.parametrize("stamp", STAMPS)
+@pytest.mark.parametrize(
+    ("line", "pci"),
+    [
+        ("NVRM: GPU 18:00.0: GPU has fallen off the bus.", "0000:18:00.0"),
+        ("NVRM: GPU 0000:18:00.0: GPU has fallen off the bus.", "0000:18:00.0"),
+        ("NVRM: GPU at PCI:18:00: GPU has fallen off the bus.", "0000:18:00.0"),
+        ("NVRM: GPU at 0000:01:00.0 has fallen off the bus.", "0000:01:00.0"),
+    ],
+)
+def test_fallen_off_bus_address_with_or_without_domain(stamp: Any, line: str, pci: str) -> None:
+    [ev] = parse_kernel_log(stamp(3) + line, year=2024).bus_losses
+    assert ev.pci_bus_id == pci
+    assert ev.message is not None and ev.message.endswith("fallen off the bus.")
+
+
+@pytest.mark.parametrize("stamp", STAMPS)
+@pytest.mark.parametrize(
+    ("line", "constraint"),
+    [
+        ("Out of memory: Killed process 9876 (nginx).", None),
+        ("Memory cgroup out of memory: Killed process 9876 (nginx).", "CONSTRAINT_MEMCG"),
+        ("Out of memory: Kill process 9876 (nginx) score 912 or sacrifice child", None),
+        ("Out of memory: Kill process 9876 (nginx).", None),
+        ("Out of memory: Killed process 9876 (nginx), UID:0 total-vm:12kB", None),
+    ],
+)
+def test_oom_kill_line_endings(stamp: Any, line: str, constraint: str | None) -> None:
+    [ev] = parse_kernel_log(stamp(4) + line, year=2024).ooms
+    assert (ev.pid, ev.process_name, ev.constraint) == (9876, "nginx", constraint)
+
+
+@pytest.mark.parametrize(
+    "prefix", ["kernel: ", "kernel[0]: ", "[ 3.0] kernel: ", "May  1 10:00:00 gpu7 kernel: "]
+)
+def test_bare_kernel_prefix(prefix: str) -> None:
+    log = parse_kernel_log(
+        f"{prefix}NVRM: NVLink: fatal error detected on link 3(0x0, 0x0, 0x0)\n"
+        f"{prefix}nvidia-nvlink: IBMNPU: link 2 training failed\n"
+        f"{prefix}pcieport 0000:00:01.0: AER: Corrected error received: 0000:01:00.0\n"
+        f"{prefix}Out of memory: Killed process 12 (python) total-vm:1kB, anon-rss:5kB\n",
+        year=2024,
+    )
+    assert [e.link for e in log.nvlink_errors] == [3, 2]
+    assert [a.pci_bus_id for a in log.aers] == ["0000:01:00.0"]
+    assert [o.pid for o in log.ooms] == [12]
+
+
+@pytest.mark.parametrize(
+    ("pasted", "mono"),
+    [
+        (
+            '"[ 5.0] NVRM: Xid (PCI:0000:01:00): 79, pid=1, name=x, GPU has fallen off the bus."',
+            5.0,
+        ),
+        (
+            "'[ 5.0] NVRM: Xid (PCI:0000:01:00): 79, pid=1, name=x, GPU has fallen off the bus.'",
+            5.0,
+        ),
+        ('  "NVRM: Xid (PCI:0000:01:00): 79, pid=1, name=x, GPU has fallen off the bus.",', None),
+        ('- "NVRM: Xid (PCI:0000:01:00): 79, pid=1, name=x, GPU has fallen off the bus."', None),
+        ('msg="NVRM: Xid (PCI:0000:01:00): 79, pid=1, name=x, GPU has fallen off the bus."', None),
+    ],
+)
+def test_quoted_xid_line_closing_quote_not_in_message(pasted: str, mono: float | None) -> None:
+    log = parse_kernel_log(pasted)
+    [ev] = log.xids
+    assert ev.message == "GPU has fallen off the bus." and ev.monotonic_s == mono
+    assert ev.raw == pasted
+    assert [b.message for b in log.bus_losses] == ["GPU has fallen off the bus."]
+
+
+def test_wrapped_quoted_xid_line() -> None:
+    log = parse_kernel_log(
+        '"[ 5.0] NVRM: Xid (PCI:0000:01:00): 13, Graphics SM Warp Exception on\n'
+        '    (GPC 0, TPC 1): Out Of Range Address"\n'
+        '"[ 5.1] NVRM: Xid (PCI:0000:01:00): 13, pid=7, name=python, Graphics Exception"\n'
+    )
+    first, second = log.xids
+    assert first.message == "Graphics SM Warp Exception on" and list(_lines(first)) == [1, 2]
+    assert second.message == "Graphics Exception" and second.pid == 7
+    # quotes inside a message are kept
+    [ev] = parse_kernel_log(
+        'NVRM: Xid (PCI:0000:07:00): 109, pid=3, name=m, errorString "CTX SWITCH TIMEOUT"'
+    ).xids
+    assert ev.message == 'errorString "CTX SWITCH TIMEOUT"'
+
+
+PCIE_LIMITED = (
+    "pci 0000:3b:00.0: 63.008 Gb/s available PCIe bandwidth, limited by 8.0 GT/s PCIe x8 link "
+    "at 0000:3a:00.0 (capable of 252.048 Gb/s with 16.0 GT/s PCIe x16 link)"
+)
+
+
+@pytest.mark.parametrize("stamp", STAMPS)
+def test_pcie_limited_link_is_a_fact(stamp: Any) -> None:
+    log = parse_kernel_log(
+        f"{stamp(1)}{PCIE_LIMITED}\n"
+        f"{stamp(2)}pci 0000:5e:00.0: 252.048 Gb/s available PCIe bandwidth (16.0 GT/s PCIe x16 "
+        "link)\n"
+        f"{stamp(3)}nvidia 0000:c1:00.0: 252.048 Gb/s available PCIe bandwidth, limited by "
+        "16.0 GT/s PCIe x16 link at 0000:c0:01.1 (capable of 504.112 Gb/s with 32.0 GT/s PCIe "
+        "x16 link)\n",
+        year=2024,
+    )
+    a, b = log.pcie_limits  # the full-bandwidth device is no event
+    assert (a.pci_bus_id, a.driver, a.limited_at, a.device_is_gpu) == (
+        "0000:3b:00.0",
+        "pci",
+        "0000:3a:00.0",
+        None,
+    )
+    assert (a.available_gbps, a.speed_gts, a.width) == (63.008, 8.0, 8)
+    assert (a.capable_gbps, a.capable_speed_gts, a.capable_width) == (252.048, 16.0, 16)
+    assert (b.pci_bus_id, b.speed_gts, b.width, b.capable_speed_gts) == (
+        "0000:c1:00.0",
+        16.0,
+        16,
+        32.0,
+    )
+    assert b.device_is_gpu is True and b.line == 3
+
+
+def test_pcie_limited_one_event_per_device_newest_reading() -> None:
+    log = parse_kernel_log(
+        f"[ 1.0] {PCIE_LIMITED}\n"
+        "[ 2.0] NVRM: GPU at PCI:0000:3b:00: GPU-aaaa\n"
+        "[ 9.0] pci 0000:3b:00.0: 126.016 Gb/s available PCIe bandwidth, limited by Unknown x16 "
+        "link at <unknown> (capable of 252.048 Gb/s with 16.0 GT/s PCIe x16 link)\n"
+    )
+    [ev] = log.pcie_limits
+    assert ev.line == 3 and ev.monotonic_s == 9.0 and ev.raw.count("\n") == 1
+    assert (ev.available_gbps, ev.speed_gts, ev.width) == (126.016, None, 16)
+    assert ev.limited_at is None and ev.device_is_gpu is True  # "GPU at" names it
+
+
+def test_pcie_limited_boot_line_kept_by_the_live_window(
+    ctx: CollectContext, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    boot = datetime.now().astimezone() - timedelta(days=3)
+    stamp = _iso(boot)
+    _fake(monkeypatch, {"journalctl": (0, f"{stamp} gpu7 kernel: {PCIE_LIMITED}\n", "")})
+    facts = Facts()
+    KernelLogCollector().collect(ctx, facts)
+    # a link that trained narrow at boot is narrow now: outside the window, still a fact
+    assert [p.pci_bus_id for p in facts.pcie_limits] == ["0000:3b:00.0"]
+
+
+# --------------------------------------------------------------------------- storms, streaming
+
+
+def test_identical_line_storm_keeps_every_xid_and_a_bounded_raw() -> None:
+    line = "NVRM: Xid (PCI:0000:41:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off"
+    log = parse_kernel_log((line + "\n") * 3000)
+    assert len(log.xids) == 3000 and log.lines_read == 3000
+    assert {x.line for x in log.xids} == set(range(1, 3001))
+    [loss] = log.bus_losses  # no stamps: one loss, reported 3000 times
+    assert loss.raw.count("\n") == MAX_RAW_LINES and "2936 more lines" in loss.raw
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(min_value=0, max_value=4000), max_size=12))
+def test_fed_in_pieces_equals_whole(cuts: list[int]) -> None:
+    text = "\n".join(_REAL_LINES) + "\n"
+    whole = parse_kernel_log(text, year=2026)
+    parser = KernelLogParser("<text>", year=2026)
+    at = 0
+    for cut in sorted(cuts):
+        parser.feed(text[at : min(cut, len(text))])
+        at = max(at, min(cut, len(text)))
+    parser.feed(text[at:].encode())
+    pieces = parser.finish()
+    assert pieces.lines_read == whole.lines_read
+    assert [e.model_dump() for e in pieces.events()] == [e.model_dump() for e in whole.events()]
+
+
+def test_overlong_line_is_cut_at_the_same_place_in_pieces() -> None:
+    text = "x" * 40_000 + " NVRM: Xid (PCI:0000:41:00): 79, late\nNVRM: Xid (PCI:0000:41:00): 13\n"
+    parser = KernelLogParser()
+    for i in range(0, len(text), 1000):
+        parser.feed(text[i : i + 1000])
+    log = parser.finish()
+    assert [x.code for x in log.xids] == [13] and log.lines_read == 2
+
+
+def test_a_new_line_kind_sees_only_its_lines() -> None:
+    seen: list[int] = []
+
+    def hung_task(p: KernelLogParser, ln: Any) -> bool:
+        seen.append(ln.no)
+        return True
+
+    kinds = (*LINE_KINDS, LineKind("hung_task", ("blocked for more than",), hung_task))
+    parser = KernelLogParser(kinds=kinds)
+    parser.feed(
+        "[ 1.0] IPv6: ADDRCONF(NETDEV_CHANGE): eth0: link becomes ready\n"
+        "[ 2.0] INFO: task python3:4242 blocked for more than 120 seconds.\n"
+        "[ 3.0] NVRM: Xid (PCI:0000:41:00): 13, blocked for more than nothing\n"
+    )
+    log = parser.finish()
+    assert seen == [2] and [x.code for x in log.xids] == [13]  # the Xid kind comes first

@@ -114,11 +114,17 @@ def test_h100_recorded_values(tmp_path: Path) -> None:
     for name in ("retired_pages_sbe", "retired_pages_dbe", "retired_pages_pending"):
         assert g.retired_pages_sbe is None and reason(g, name) is NS
     assert reason(g, "fan_speed_pct") is NS
+    # SRAM counters and the fabric as recorded ("SRAM Threshold Exceeded: No"; Fabric
+    # Completed / Success, no health summary printed)
+    assert (g.sram_corrected, g.sram_uncorrected, g.sram_threshold_exceeded) == (0, 0, False)
+    assert (g.fabric_state, g.fabric_status) == ("completed", "success")
+    assert reason(g, "fabric_health") is NS
     assert set(g.unavailable) == {
         "retired_pages_sbe",
         "retired_pages_dbe",
         "retired_pages_pending",
         "fan_speed_pct",
+        "fabric_health",
     }
     # Other GPUs: bus ids and power of the recorded 8-GPU table.
     assert [x.pci_bus_id for x in facts.gpus][1:3] == ["0000:2a:00.0", "0000:3a:00.0"]

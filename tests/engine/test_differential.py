@@ -38,7 +38,9 @@ def verdicts(inp: EvalInput, book, backend) -> list[tuple[str, str, str]]:
     decisions, concl = decide(inp, book, backend)
     from gpu_triage.engine.inputs import subject_key
 
-    out = sorted((d.rule.id, subject_key(d.binding), d.status.value) for d in decisions)
+    out = sorted(
+        (d.rule.id, subject_key(b), d.status.value) for d in decisions for b in [d.binding, *d.same]
+    )
     return out + sorted((k, str(v), "concl") for k, v in concl.node.items())
 
 

@@ -96,6 +96,12 @@ class GpuProfile:
     retired_pages: dict[int, int] | None = None  # cause -> pages; None: NotSupported
     retired_pending: int | None = None
     remapped_rows: tuple[int, int, int, int] | None = (0, 0, 0, 0)
+    # SRAM aggregate correctable, uncorrectable parity, uncorrectable SEC-DED, threshold
+    # exceeded (the recorded H100 nvidia-smi -q: all 0, "SRAM Threshold Exceeded: No")
+    sram: tuple[int, int, int, int] | None = (0, 0, 0, 0)
+    # fabric state, status (nvmlReturn), health summary (the recorded H100: Completed,
+    # Success, no health summary)
+    fabric: tuple[int, int, int] | None = (3, 0, 0)
     pcie: tuple[int, int, int, int] | None = (5, 5, 16, 16)  # gen, gen max, width, width max
     pcie_replays: int | None = 7
     nvlinks: list[FakeLink] | None = field(default_factory=lambda: [FakeLink() for _ in range(18)])
@@ -192,6 +198,8 @@ def rtx4090() -> GpuProfile:
         ecc_mode=None,
         retired_pages=None,
         remapped_rows=None,
+        sram=None,
+        fabric=(0, 0, 0),
         pcie=(4, 4, 16, 16),
         pcie_replays=0,
         nvlinks=None,
@@ -224,6 +232,8 @@ def v100_old_driver() -> GpuProfile:
         retired_pages={0: 0, 1: 0},
         retired_pending=0,
         remapped_rows=None,  # Volta: page retirement, no row remapping
+        sram=None,
+        fabric=None,
         pcie=(3, 3, 16, 16),
         pcie_replays=0,
         nvlinks=[FakeLink(speed_mbps=25781) for _ in range(6)],
@@ -282,7 +292,8 @@ class FakeNvml:
 
     def __getattr__(self, name: str) -> Any:
         # Constants, error classes and structures of the real binding.
-        if name.startswith(("NVML", "c_nvml", "nvmlPciInfo")) and name not in self._hidden:
+        versions = ("nvmlPciInfo", "nvmlEccSramErrorStatus_v", "nvmlGpuFabricInfo_v")
+        if name.startswith(("NVML", "c_nvml", *versions)) and name not in self._hidden:
             return getattr(pynvml, name)
         raise AttributeError(name)
 
@@ -454,6 +465,21 @@ class FakeNvml:
 
     def nvmlDeviceGetRemappedRows(self, h: FakeHandle) -> tuple[int, int, int, int]:
         return self._need(self._dev(h, "nvmlDeviceGetRemappedRows").remapped_rows)
+
+    def nvmlDeviceGetSramEccErrorStatus(self, h: FakeHandle, status: Any) -> int:
+        cor, parity, secded, threshold = self._need(
+            self._dev(h, "nvmlDeviceGetSramEccErrorStatus").sram
+        )
+        out = status._obj  # ctypes.byref(...) of the caller's struct
+        out.aggregateCor, out.aggregateUncParity, out.aggregateUncSecDed = cor, parity, secded
+        out.bThresholdExceeded = threshold
+        return 0
+
+    def nvmlDeviceGetGpuFabricInfoV(self, h: FakeHandle, info: Any) -> int:
+        state, status, health = self._need(self._dev(h, "nvmlDeviceGetGpuFabricInfoV").fabric)
+        out = info._obj
+        out.state, out.status, out.healthSummary = state, status, health
+        return 0
 
     # PCIe and modes
     def _pcie(self, h: FakeHandle, name: str, i: int) -> int:

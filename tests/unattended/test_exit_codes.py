@@ -223,13 +223,14 @@ def test_an_evaluation_crash_writes_an_unknown_document(
     assert "evaluation failed" in capsys.readouterr().err
 
 
-def test_an_output_that_cannot_be_written_is_3_after_writing_the_others(tmp_path: Path) -> None:
+def test_an_output_that_cannot_be_written_is_3_naming_it(tmp_path: Path) -> None:
+    """(Every output is locked before any is written: one that cannot even be locked
+    stops the writes, with exit 3 and its name; the loop test covers a later failure.)"""
     out = tmp_path / "f.json"
     blocked = tmp_path / "a-file"
     blocked.write_text("")
     r = cli("run", "--demo", "--out", str(out), "--also", f"jsonl:{blocked}/h.jsonl")
-    assert r.returncode == 3 and f"cannot write {blocked}/h.jsonl" in r.stderr
-    assert FindingsDocument.model_validate_json(out.read_text()).exit_code == 2
+    assert r.returncode == 3 and str(blocked) in r.stderr
 
 
 def test_an_unreadable_snapshot_is_3_and_written_as_unknown(tmp_path: Path) -> None:

@@ -23,4 +23,5 @@ def test_fault_soak_ten_iterations(tmp_path: Path) -> None:
     spec.loader.exec_module(soak)
     figures, problems = soak.soak(10, 0.2, tmp_path)
     assert problems == [], figures
-    assert figures["iterations"] == 10 and figures["exit_codes_seen"] == [3]
+    # never healthy: 3, or 2 where a critical finding explains it (no driver here)
+    assert figures["iterations"] == 10 and set(figures["exit_codes_seen"]) <= {2, 3}

@@ -470,5 +470,5 @@ def test_a_write_that_fails_once_does_not_end_the_loop(tmp_path: Path) -> None:
 
     assert run_loop(spec, 0.001, max_runs=3, on_run=after, report=said.append) == 2
     assert len(codes) == 3
-    assert any("run 2: cannot write" in m for m in said)
+    assert any(m.startswith("run 2: ") for m in said)
     assert len((folder / "out.jsonl").read_text().splitlines()) == 2

@@ -140,6 +140,7 @@ class _QGpu:
         self.s = _Setter(self.gpu)
         # ECC counters per (volatile|aggregate, corrected|uncorrected)
         self.ecc: dict[tuple[str, str], _EccCount] = {}
+        self.sram_unc: int | None = None  # parity + SEC-DED, aggregate
         self.processes: list[GpuProcess] = []
 
     # Each handler returns True when it used the key.
@@ -201,6 +202,8 @@ class _QGpu:
             s.set("clocks_sm_max_mhz", raw, "float")
         elif top == "processes":
             return self._process(key, raw)
+        elif top == "fabric" and not sub and key in ("state", "status"):
+            s.set(f"fabric_{key}", raw, "fabric")
         else:
             return False
         return True
@@ -281,6 +284,8 @@ class _QGpu:
         if not sub or sub[0] not in ("volatile", "aggregate"):
             return False
         scope = sub[0]
+        if scope == "aggregate" and len(sub) == 1:
+            self._sram(key, raw)
         if len(sub) >= 2 and sub[1] in ("single bit", "double bit"):
             # old layout: per-memory counts, then Total
             kind = "corrected" if sub[1] == "single bit" else "uncorrected"
@@ -358,7 +363,22 @@ class _QGpu:
             return False
         return True
 
+    def _sram(self, key: str, raw: str) -> None:
+        """SRAM counters of the Aggregate block (R525+), kept apart for the SRAM rules."""
+        if key == "sram threshold exceeded":
+            self.s.set("sram_threshold_exceeded", raw, "bool")
+        elif key == "sram correctable":
+            self.s.set("sram_corrected", raw, "int")
+        elif key.startswith("sram uncorrectable"):
+            n = _int(raw)
+            if n is None:
+                self.s.set("sram_uncorrected", raw)
+            else:
+                self.sram_unc = (self.sram_unc or 0) + n
+
     def finish(self) -> None:
+        if self.sram_unc is not None:
+            self.s.value("sram_uncorrected", self.sram_unc)
         for scope in ("volatile", "aggregate"):
             for kind in ("corrected", "uncorrected"):
                 acc = self.ecc.get((scope, kind))

@@ -142,7 +142,14 @@ def _pci(raw: str) -> str | None:
     return normalize_pci_bus_id(raw)
 
 
+def _fabric(raw: str) -> str | None:
+    """Fabric State / Status as printed ("In Progress", "Success") in snake case."""
+    v = "_".join(raw.strip().lower().replace("-", " ").split())
+    return v or None
+
+
 _CONVERTERS: dict[str, Callable[[str], object]] = {
+    "fabric": _fabric,
     "str": lambda raw: raw.strip() or None,
     "float": _number,
     "int": _int,

@@ -1,0 +1,659 @@
+"""The full evaluation path, enrich + decide + document (``evaluate()``), on realistic
+snapshots, for both evaluators; every figure measured in this one run.
+
+* a realistic 8-GPU node (NVLinks, PCIe links, topology, processes, NICs, IB, Xids),
+  beside a hand-written plain-Python version of a few representative rules;
+* a scaling table: kernel events 0/1k/10k/100k, GPUs 1/8/64/512, rules x1/x10 (generated
+  copies of the packaged rulebook), with the time ratio of each step;
+* an Xid storm: 100,000 Xids, 10,000 distinct (the rest repeat with new line numbers);
+* a snapshot parsed from a 100,000-line kernel log, chatter between the GPU lines.
+
+Median of ``--repeat`` runs (default 5) per figure; the durable_rules worker is started
+before timing (its start is the cold-start benchmark's). The machine is shared: the
+load average is printed before and after, and only ratios measured here are compared.
+
+    python benchmarks/bench_evaluate.py [--repeat 5] [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import random
+import re
+import statistics
+import sys
+import tempfile
+import time
+from collections import Counter
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from gpu_triage.engine.compiler import Rulebook, compile_rulebook, load_rulebook  # noqa: E402
+from gpu_triage.engine.durable_backend import DurableBackend  # noqa: E402
+from gpu_triage.engine.evaluate import evaluate  # noqa: E402
+from gpu_triage.engine.findings import (  # noqa: E402
+    EvidenceItem,
+    Finding,
+    FindingsDocument,
+    RuledOut,
+)
+from gpu_triage.engine.loader import RawRulebook, load_paths  # noqa: E402
+from gpu_triage.model.catalog import kinds  # noqa: E402
+from gpu_triage.model.facts import (  # noqa: E402
+    GpuFacts,
+    GpuProcess,
+    NvlinkFacts,
+    PcieLinkFacts,
+    TopoFacts,
+    XidEvent,
+)
+from gpu_triage.model.snapshot import Snapshot, load_snapshot  # noqa: E402
+
+BASE = ROOT / "tests" / "scenarios" / "xid-storm-contained-ecc.json"
+WHEN = datetime(2026, 11, 30, 3, 0, tzinfo=UTC)
+MAX_STEP = 12.0  # a 10x step may cost at most this factor
+
+# Realistic Xid lines: code -> (process name, message)
+XID_TEXT = {
+    13: ("python3", "Graphics SM Warp Exception on (GPC 1, TPC 1, SM 1): MMU Fault"),
+    31: ("python3", "Ch 00000010, intr 00000000. MMU Fault: ENGINE GRAPHICS GPCCLIENT_T1_0"),
+    43: ("python3", "Ch 00000008"),
+    45: ("VLLM::Worker", "channel 0x00000010 caused by previous Xid 45"),
+    48: ("python3", "An uncorrectable double bit error (DBE) has been detected on GPU"),
+    63: ("python3", "Row Remapper: New row (0x000000000c3a1f80) was marked for remapping"),
+    64: ("python3", "Row Remapper: Failed to remap row"),
+    74: ("VLLM::Worker_TP", "NVLink: fatal error detected on link 8(0x0, 0x0, 0x10000, 0x0)"),
+    79: (None, "GPU has fallen off the bus."),
+    94: ("python3", "Contained: SM (0x1). RST: No, D-RST: No"),
+    119: ("NvmlTaskRunner", "Timeout after 45s of waiting for RPC response from GPU5 GSP!"),
+    154: (None, "GPU recovery action changed from 0x0 (None) to 0x1 (GPU Reset Required)"),
+}
+CODES = list(XID_TEXT)
+WEIGHTS = [6, 6, 3, 8, 1, 1, 1, 2, 1, 6, 4, 1]
+
+
+# --------------------------------------------------------------------------- snapshots
+
+
+def base_snapshot() -> Snapshot:
+    """The 8-GPU scenario node, plus the 18 NVLinks per GPU it does not record."""
+    snap = load_snapshot(BASE)
+    snap.facts.nvlinks = [
+        NvlinkFacts(
+            gpu_pci_bus_id=g.pci_bus_id,
+            gpu_index=g.index,
+            link=link,
+            active=True,
+            speed_gbps=26.562,
+            replay_errors=0,
+            recovery_errors=0,
+            crc_errors=0,
+            source="nvml",
+        )
+        for g in snap.facts.gpus
+        for link in range(18)
+    ]
+    return snap
+
+
+def realistic_node(base: Snapshot) -> Snapshot:
+    """The 8-GPU node with an incident on it: 120 Xids (12 distinct lines, one of them
+    a Xid 79), one PCIe link trained at x8, one GPU throttling for heat, two NVLinks down."""
+    node = xid_storm(base, 120, 12)
+    gpus = node.facts.gpus
+    gpus[2].pcie_link_width = 8
+    gpus[3].throttle_hw_thermal_slowdown = True
+    gpus[4].nvlink_links_active = 16
+    node.facts.xids[5] = node.facts.xids[5].model_copy(update={"code": 79})
+    return node
+
+
+def with_gpus(base: Snapshot, n: int) -> Snapshot:
+    """``n`` GPUs: the 8-GPU board repeated (each with its processes, NVLinks, PCIe
+    links and board-local topology), new PCI addresses and indexes."""
+    f = base.facts
+    boards = max(1, (n + 7) // 8)
+    gpus: list[GpuFacts] = []
+    procs: list[GpuProcess] = []
+    links: list[NvlinkFacts] = []
+    pcie: list[PcieLinkFacts] = []
+    topo: list[TopoFacts] = []
+    bus_map: dict[str, str] = {}
+    for board in range(boards):
+        for g in f.gpus:
+            idx = board * 8 + (g.index or 0)
+            if idx >= n:
+                continue
+            bus = f"{board:04x}:{(g.pci_bus_id or '0000:00:00.0')[5:]}"
+            bus_map[f"{board}/{g.pci_bus_id}"] = bus
+            gpus.append(
+                g.model_copy(update={"index": idx, "pci_bus_id": bus, "uuid": f"GPU-{idx}"})
+            )
+        for p in f.processes:
+            b = bus_map.get(f"{board}/{p.gpu_pci_bus_id}")
+            if b:
+                procs.append(p.model_copy(update={"gpu_pci_bus_id": b}))
+        for ln in f.nvlinks:
+            b = bus_map.get(f"{board}/{ln.gpu_pci_bus_id}")
+            if b:
+                links.append(ln.model_copy(update={"gpu_pci_bus_id": b}))
+        for pl in f.pcie_links:
+            b = bus_map.get(f"{board}/{pl.pci_bus_id}")
+            pcie.append(
+                pl.model_copy(update={"pci_bus_id": b or f"{board:04x}{pl.pci_bus_id[4:]}"})
+            )
+        topo.extend(_board_topology(f.topology, board, n))
+    facts = f.model_copy(
+        update={
+            "gpus": gpus,
+            "processes": procs,
+            "nvlinks": links,
+            "pcie_links": pcie,
+            "topology": topo,
+        }
+    )
+    facts.host = f.host.model_copy(update={"gpu_count_visible": n, "gpu_count_pci": n})
+    return base.model_copy(update={"facts": facts})
+
+
+def _board_topology(topo: list[TopoFacts], board: int, n: int) -> list[TopoFacts]:
+    out = []
+    for t in topo:
+        a, b = _renumber(t.a, board), _renumber(t.b, board)
+        if (a is None or b is None) or _gpu_beyond(a, n) or _gpu_beyond(b, n):
+            continue
+        out.append(TopoFacts(a=a, b=b, connection=t.connection, source=t.source))
+    return out
+
+
+def _renumber(name: str | None, board: int) -> str | None:
+    if name is None:
+        return None
+    m = re.fullmatch(r"GPU(\d+)", name)
+    if m:
+        return f"GPU{board * 8 + int(m.group(1))}"
+    return f"{name}" if board == 0 else f"{name}b{board}"
+
+
+def _gpu_beyond(name: str, n: int) -> bool:
+    m = re.fullmatch(r"GPU(\d+)", name)
+    return bool(m) and int(m.group(1)) >= n
+
+
+def xid_storm(snap: Snapshot, events: int, distinct: int, seed: int = 11) -> Snapshot:
+    """``events`` Xids from ``distinct`` different lines (code, GPU, pid, text), the rest
+    repeats of them with later line numbers and times, as a storm logs them."""
+    rnd = random.Random(seed)
+    buses = [g.pci_bus_id for g in snap.facts.gpus] or ["0000:1b:00.0"]
+    templates = []
+    for _ in range(max(1, distinct)):
+        code = rnd.choices(CODES, WEIGHTS)[0]
+        name, msg = XID_TEXT[code]
+        templates.append(
+            {
+                "code": code,
+                "pci_bus_id": rnd.choice(buses),
+                "pid": rnd.randint(2000, 60000) if name else None,
+                "process_name": name,
+                "message": msg,
+            }
+        )
+    xids = []
+    for i in range(events):
+        t = templates[i % len(templates)] if i >= len(templates) else templates[i]
+        when = WHEN - timedelta(seconds=3600 - i * 3600 / max(events, 1))
+        xids.append(
+            XidEvent(
+                **t,
+                time=when,
+                time_text=when.isoformat(),
+                age_s=(WHEN - when).total_seconds(),
+                line=1000 + i,
+                raw=f"NVRM: Xid (PCI:{t['pci_bus_id'][:12]}): {t['code']}, {t['message']}",
+                source="journalctl -k",
+            )
+        )
+    facts = snap.facts.model_copy(update={"xids": xids})
+    return snap.model_copy(update={"facts": facts})
+
+
+CHATTER = [
+    "systemd[1]: Started Session {n} of User root.",
+    'audit: type=1400 audit({n}.123:42): apparmor="STATUS" operation="profile_load"',
+    "IPv6: ADDRCONF(NETDEV_CHANGE): enp{n}s0: link becomes ready",
+    "EXT4-fs (nvme0n1p2): mounted filesystem with ordered data mode. Quota mode: none.",
+    "mlx5_core 0000:18:00.0: mlx5_port_module_event: Port module event: module 0 present",
+    "usb 1-1: new high-speed USB device number {n} using xhci_hcd",
+    "nvidia-nvswitch0: open (major=508)",
+    "NVRM: GPU at PCI:0000:1b:00: GPU-5a3c0000-7d1e-4c2b-9a6f-0c4e8b2d0000",
+    "kauditd_printk_skb: {n} callbacks suppressed",
+    "TCP: request_sock_TCP: Possible SYN flooding on port 22. Sending cookies.",
+]
+
+
+def kernel_log_snapshot(snap: Snapshot, lines: int, seed: int = 5) -> tuple[Snapshot, int]:
+    """A snapshot whose kernel events come from parsing a generated kernel log of
+    ``lines`` lines: chatter, with 2% GPU lines (the real Xid, AER, OOM and SXid
+    samples under tests/data/real-outputs)."""
+    from gpu_triage.collectors.from_text import snapshot_from_texts
+
+    rnd = random.Random(seed)
+    samples = []
+    for kind in ("xid", "aer", "oom", "sxid"):
+        for p in sorted((ROOT / "tests" / "data" / "real-outputs" / kind).glob("*.log")):
+            samples.extend(ln for ln in p.read_text(errors="replace").splitlines() if ln.strip())
+    out = []
+    for i in range(lines):
+        stamp = f"[{1000 + i * 0.01:12.6f}]"
+        if rnd.random() < 0.02 and samples:
+            line = rnd.choice(samples)
+            out.append(re.sub(r"^\S*\s*\[[^\]]*\]:?\s*|^\[[^\]]*\]\s*", f"{stamp} ", line, count=1))
+        else:
+            out.append(f"{stamp} " + rnd.choice(CHATTER).format(n=rnd.randint(1, 9999)))
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "kern.log"
+        path.write_text("\n".join(out) + "\n")
+        parsed = snapshot_from_texts([("kernel_log", path)])
+    facts = snap.facts.model_copy(
+        update={
+            k: getattr(parsed.facts, k)
+            for k in ("xids", "sxids", "aers", "bus_losses", "ooms", "nvlink_errors")
+        }
+    )
+    events = sum(len(getattr(facts, k)) for k in ("xids", "sxids", "aers", "ooms", "bus_losses"))
+    return snap.model_copy(update={"facts": facts}), events
+
+
+def rules_times(copies: int) -> Rulebook:
+    """The packaged rulebook and ``copies - 1`` generated copies of every rule."""
+    raw = load_paths([])
+    if copies > 1:
+        extra = []
+        for k in range(1, copies):
+            for lr in raw.rules:
+                rule = lr.rule.model_copy(update={"id": f"{lr.rule.id}-c{k}", "tests": []})
+                extra.append(type(lr)(rule, lr.loc, lr.rulebook, lr.order + k * 10_000))
+        raw = RawRulebook(
+            [*raw.rules, *extra], raw.overlays, raw.catalogs, raw.diagnostics, raw.sources
+        )
+    book, diags = compile_rulebook(raw)
+    errors = [d for d in diags if d.level == "error"]
+    assert not errors, errors[:3]
+    return book
+
+
+# --------------------------------------------------------------------------- timing
+
+
+def median_time(fn: Any, repeat: int) -> float:
+    times = []
+    for _ in range(repeat):
+        t = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t)
+    return statistics.median(times)
+
+
+class Engines:
+    """The two evaluators, durable workers started (and warm) before timing."""
+
+    def __init__(self) -> None:
+        self.backends: dict[str, DurableBackend] = {}
+        self.notes: dict[str, str] = {}
+
+    def backend(self, book: Rulebook) -> DurableBackend:
+        be = self.backends.get(book.fingerprint)
+        if be is None:
+            be = self.backends[book.fingerprint] = DurableBackend(book)
+            be._start()
+            if be.note:
+                self.notes[book.fingerprint] = be.note
+        return be
+
+    def run(self, snap: Snapshot, book: Rulebook, engine: str) -> FindingsDocument:
+        if engine == "reference":
+            return evaluate(snap, book, engine="reference")
+        be = self.backend(book)
+        doc = evaluate(snap, book, engine="durable", backend_factory=lambda _b: be)
+        if doc.engine.name != "durable":
+            raise SystemExit(f"durable backend fell back: {doc.engine.fallback_reason}")
+        return doc
+
+    def time(self, snap: Snapshot, book: Rulebook, engine: str, repeat: int) -> float:
+        self.run(snap, book, engine)  # warm-up (worker, caches of this snapshot's shape)
+        return median_time(lambda: self.run(snap, book, engine), repeat)
+
+    def close(self) -> None:
+        for be in self.backends.values():
+            be.close()
+
+
+def same_findings(a: FindingsDocument, b: FindingsDocument) -> bool:
+    def key(d: FindingsDocument) -> list[tuple[str, str, int]]:
+        return sorted((f.rule_id, f.subject_key, f.occurrences) for f in d.findings)
+
+    return key(a) == key(b) and len(a.cannot_evaluate) == len(b.cannot_evaluate)
+
+
+# --------------------------------------------------------------------------- baseline
+
+BASELINE_RULES = (
+    "xid-79-fallen-off-bus",
+    "gpu-repeat-offender",
+    "pcie-link-downgraded",
+    "gpu-thermal-throttling",
+    "nvlink-links-down",
+)
+
+
+def baseline(snap: Snapshot, book: Rulebook) -> FindingsDocument:
+    """The same rules written by hand: the catalogue looked up once per code, counters
+    built once, one loop per rule, and the findings an engine user reads (titles and
+    texts filled in, the evidence of the fields read, Xid 79 folded per GPU, competing
+    causes within the group), built with the same models."""
+    f = snap.facts
+    by_id = {r.id: r for r in book.rules}
+    meta = kinds()
+    xid_per_bus = Counter(x.pci_bus_id for x in f.xids if x.pci_bus_id)
+    findings: list[Finding] = []
+    unknown: list[Finding] = []
+
+    def text(template: str, values: dict[str, Any]) -> str:
+        def sub(m: re.Match[str]) -> str:
+            v = values.get(m.group(0)[1:-1])
+            if v is None:
+                return "?"
+            if isinstance(v, bool):
+                return "yes" if v else "no"
+            return f"{v:g}" if isinstance(v, float) else str(v)
+
+        return re.sub(r"\{[a-z_]+\.[a-z0-9_]+\}", sub, template.strip())
+
+    def finding(rule_id: str, kind: str, item: Any, subject: str, key: str, read: tuple[str, ...]):
+        r = by_id[rule_id]
+        values = {f"{kind}.{n}": _plain(getattr(item, n)) for n in read}
+        for m in re.finditer(r"\{([a-z_]+)\.([a-z0-9_]+)\}", r.rule.symptom + r.rule.title):
+            if m.group(1) == kind:
+                values[f"{kind}.{m.group(2)}"] = _plain(getattr(item, m.group(2)))
+        evidence = [
+            EvidenceItem(
+                path=path,
+                value=v,
+                unit=meta[kind].fields[path.split(".")[1]].unit,
+                meaning=meta[kind].fields[path.split(".")[1]].meaning,
+                source=item.source,
+            )
+            for path, v in values.items()
+        ]
+        return Finding(
+            rule_id=rule_id,
+            rule_version=r.rule.version,
+            title=text(r.rule.title, values),
+            severity=r.severity,
+            stage=r.rule.stage,
+            status="fired",
+            rulebook=r.rulebook,
+            rule_file=r.file,
+            subject=subject,
+            subject_key=key,
+            symptom=text(r.rule.symptom, values),
+            cause=text(r.rule.cause, values),
+            fix=text(r.rule.fix, values),
+            evidence=evidence,
+            group=r.rule.group,
+        )
+
+    entry = book.xid_codes.get(79)
+    site = book.xid_site.get(79)
+    xid79 = entry is not None and (site is None or site[0].severity is None)
+    folded: dict[str | None, Finding] = {}
+    for x in f.xids:
+        if x.code == 79 and xid79:
+            first = folded.get(x.pci_bus_id)
+            if first is not None:
+                first.occurrences += 1
+                continue
+            subject = f"XID 79 on {x.pci_bus_id} (line {x.line})"
+            folded[x.pci_bus_id] = finding(
+                "xid-79-fallen-off-bus",
+                "xid",
+                x,
+                subject,
+                f"xid:{x.pci_bus_id}@{x.line}",
+                ("code", "pci_bus_id", "time_text"),
+            )
+    findings.extend(folded.values())
+    ident = ("index", "pci_bus_id", "name")
+    group: dict[str, list[tuple[str, Finding | None, str]]] = {}
+    for g in f.gpus:
+        subject, key = f"GPU {g.index} ({g.pci_bus_id})", f"gpu:{g.pci_bus_id}"
+        seen = xid_per_bus[g.pci_bus_id]
+        before = f.answers.get("gpu_failed_before")
+        if seen >= 3 or (seen >= 1 and before is True):
+            findings.append(finding("gpu-repeat-offender", "gpu", g, subject, key, ident))
+        elif seen >= 1 and before is None:
+            unknown.append(finding("gpu-repeat-offender", "gpu", g, subject, key, ident))
+        width, width_max = g.pcie_link_width, g.pcie_link_width_max
+        down = width is not None and width_max is not None and width < width_max
+        hot = (g.throttle_hw_thermal_slowdown or g.throttle_sw_thermal_slowdown) and (
+            g.throttle_gpu_idle is False
+        )
+        total, active = g.nvlink_links_total, g.nvlink_links_active
+        links = total is not None and active is not None and total > 0 and active < total
+        mine = group[key] = []
+        for rule_id, fires, read, why in (
+            (
+                "pcie-link-downgraded",
+                down,
+                (*ident, "pcie_link_width", "pcie_link_width_max"),
+                f"gpu.pcie_link_width < gpu.pcie_link_width_max is false ({width} >= {width_max})",
+            ),
+            (
+                "gpu-thermal-throttling",
+                hot,
+                (*ident, "temperature_gpu_c", "throttle_hw_thermal_slowdown"),
+                "gpu.throttle_hw_thermal_slowdown is false",
+            ),
+            (
+                "nvlink-links-down",
+                links,
+                (*ident, "nvlink_links_total", "nvlink_links_active"),
+                f"gpu.nvlink_links_active < gpu.nvlink_links_total is false ({active}, {total})",
+            ),
+        ):
+            fd = finding(rule_id, "gpu", g, subject, key, read) if fires else None
+            mine.append((rule_id, fd, why))
+            if fd is not None:
+                findings.append(fd)
+    for rules in group.values():  # competing causes: the others of the group
+        for rule_id, fd, _ in rules:
+            if fd is None:
+                continue
+            fd.competing = [
+                RuledOut(
+                    rule_id=other,
+                    title=by_id[other].rule.title,
+                    status="fired" if ofd is not None else "not_fired",
+                    reason="also holds" if ofd is not None else why,
+                )
+                for other, ofd, why in rules
+                if other != rule_id
+            ]
+    findings.sort(key=lambda x: (x.sort_key, x.rule_id, x.subject_key))
+    return FindingsDocument(
+        engine={"name": "hand-written", "requested": "baseline"},
+        rulebook={"fingerprint": "", "rules": len(BASELINE_RULES), "sources": []},
+        summary={
+            "critical": sum(x.severity == "critical" for x in findings),
+            "warning": sum(x.severity == "warning" for x in findings),
+            "cannot_evaluate": len(unknown),
+        },
+        findings=findings,
+        cannot_evaluate=unknown,
+    )
+
+
+def _plain(v: Any) -> Any:
+    return v.value if hasattr(v, "value") and not isinstance(v, int | float | str) else v
+
+
+def subset(book: Rulebook, ids: tuple[str, ...]) -> Rulebook:
+    rules = [r for r in book.rules if r.id in ids]
+    missing = set(ids) - {r.id for r in rules}
+    assert not missing, f"rules not in the rulebook: {missing}"
+    return Rulebook(
+        rules,
+        book.questions,
+        {},
+        {},
+        book.sources,
+        xid_codes=book.xid_codes,
+        sxid_codes=book.sxid_codes,
+        xid_site=book.xid_site,
+        catalog_name=book.catalog_name,
+    )
+
+
+# --------------------------------------------------------------------------- main
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--quick", action="store_true", help="smaller sizes (a smoke run)")
+    a = ap.parse_args()
+    quick = a.quick
+    checks: list[tuple[str, bool]] = []
+    print(
+        f"machine: {platform.machine()}, {os.cpu_count()} cores, Python "
+        f"{platform.python_version()}, load average {os.getloadavg()[0]:.2f} at start; "
+        f"median of {a.repeat}"
+    )
+    book = load_rulebook()
+    base = base_snapshot()
+    eng = Engines()
+    engines = ("reference", "durable")
+    try:
+        # --- the realistic 8-GPU node, and the hand-written baseline
+        node = realistic_node(base)
+        sub = subset(book, BASELINE_RULES)
+        t_base = median_time(lambda: baseline(node, book), a.repeat * 4)
+        t_sub = eng.time(node, sub, "reference", a.repeat * 4)
+        t_full = {e: eng.time(node, book, e, a.repeat) for e in engines}
+        got, want = (
+            sorted(
+                (f.rule_id, f.subject, f.title, f.symptom, f.occurrences, len(f.competing))
+                for f in d.findings
+            )
+            for d in (eng.run(node, sub, "reference"), baseline(node, book))
+        )
+        print(
+            f"\nrealistic 8-GPU node ({len(node.facts.xids)} Xids, "
+            f"{len(node.facts.nvlinks)} NVLinks, {len(node.facts.pcie_links)} PCIe links, "
+            f"{len(node.facts.topology)} topology pairs, {len(node.facts.processes)} processes)"
+        )
+        print(f"  hand-written, {len(BASELINE_RULES)} rules: {t_base * 1000:8.2f} ms")
+        print(
+            f"  reference, same rules:   {t_sub * 1000:8.2f} ms  = {t_sub / t_base:.1f}x the "
+            f"hand-written (same findings: {got == want})"
+        )
+        for e in engines:
+            print(f"  {e:<9}, full rulebook ({len(book.rules)} rules): {t_full[e] * 1000:8.2f} ms")
+        checks.append(("reference within 5x the hand-written baseline", t_sub <= 5 * t_base))
+
+        # --- scaling
+        sizes = (0, 100, 1000, 10_000) if quick else (0, 1000, 10_000, 100_000)
+        gpu_sizes = (1, 8, 64) if quick else (1, 8, 64, 512)
+        ev_base = 100 if quick else 1000
+        rows: list[tuple[str, str, dict[str, float]]] = []
+        same = True
+        for n in sizes:
+            s = xid_storm(base, n, max(1, n // 10))
+            rows.append(("events", f"{n:,}", {e: eng.time(s, book, e, a.repeat) for e in engines}))
+        for n in gpu_sizes:
+            s = xid_storm(with_gpus(base, n), ev_base, ev_base // 10)
+            rows.append(("GPUs", f"{n}", {e: eng.time(s, book, e, a.repeat) for e in engines}))
+        s = xid_storm(base, ev_base, ev_base // 10)
+        for copies in (1, 10):
+            b = book if copies == 1 else rules_times(copies)
+            rows.append(
+                (
+                    "rules",
+                    f"x{copies} ({len(b.rules)})",
+                    {e: eng.time(s, b, e, a.repeat) for e in engines},
+                )
+            )
+            same = same and same_findings(eng.run(s, b, "reference"), eng.run(s, b, "durable"))
+        print(
+            f"\nscaling (8 GPUs, {ev_base:,} Xid events, x1 rules unless varied; ratio = this "
+            "step / the previous one)"
+        )
+        print(
+            f"  {'axis':<7}{'size':>14} {'reference':>12} {'ratio':>7} {'durable':>12} {'ratio':>7}"
+        )
+        prev: dict[str, tuple[str, dict[str, float]]] = {}
+        for axis, size, t in rows:
+            line = f"  {axis:<7}{size:>14}"
+            for e in engines:
+                ratio = ""
+                if axis in prev:
+                    p_size, p_t = prev[axis]
+                    r = t[e] / p_t[e]
+                    ratio = f"{r:6.1f}x"
+                    from_1k = axis != "events" or _num(p_size) >= ev_base
+                    if from_1k:
+                        checks.append(
+                            (f"{axis} {p_size} -> {size}, {e}: <= {MAX_STEP:g}x", r <= MAX_STEP)
+                        )
+                line += f" {t[e] * 1000:10.1f}ms {ratio:>7}"
+            print(line)
+            prev[axis] = (size, t)
+        print(f"  same findings on both evaluators, rules x1/x10: {same}")
+
+        # --- the Xid storm
+        n_storm, n_distinct = (10_000, 1_000) if quick else (100_000, 10_000)
+        storm = xid_storm(base, n_storm, n_distinct)
+        print(f"\nXid storm: {n_storm:,} Xids, {n_distinct:,} distinct, full rulebook")
+        docs = {}
+        for e in engines:
+            t = eng.time(storm, book, e, a.repeat)
+            docs[e] = eng.run(storm, book, e)
+            print(
+                f"  {e:<9}: {t * 1000:8.1f} ms, {len(docs[e].findings)} findings "
+                f"({sum(f.occurrences for f in docs[e].findings):,} occurrences)"
+            )
+            checks.append((f"{n_storm:,}-Xid storm under 1 s, {e}", t < 1.0))
+        print(f"  same findings: {same_findings(docs['reference'], docs['durable'])}")
+
+        # --- a snapshot parsed from a kernel log with chatter
+        n_lines = 10_000 if quick else 100_000
+        klog, n_events = kernel_log_snapshot(base, n_lines)
+        print(f"\nkernel log of {n_lines:,} lines ({n_events:,} GPU events), full rulebook")
+        for e in engines:
+            t = eng.time(klog, book, e, a.repeat)
+            print(f"  {e:<9}: {t * 1000:8.1f} ms")
+
+        print("\nrules decided by the reference evaluator inside the durable backend:")
+        for note in sorted(set(eng.notes.values())) or ["none"]:
+            print(f"  {note}")
+    finally:
+        eng.close()
+    print(f"\nload average at the end: {os.getloadavg()[0]:.2f}")
+    print("must show:")
+    for text, ok in checks:
+        print(f"  {'PASS' if ok else 'FAIL'}  {text}")
+    return 0 if all(ok for _, ok in checks) else 1
+
+
+def _num(size: str) -> int:
+    return int(size.replace(",", "").split()[0].lstrip("x"))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,212 @@
+"""What an Xid line's text and its neighbours add to its code, for the rules to read.
+
+- Xid 74: the seven registers, each bit set classed by NVIDIA's WORKFLOW_NVLINK_ERR
+  (rulebook/xid/nvlink-decode.yaml), and the worst class of the line.
+- Xid 144-150: unit, intrInfo and errorStatus matched against NVIDIA's "Xid 144-150 Decode"
+  rows: the row's immediate bucket, severity and investigatory bucket.
+- Xid 154: the recovery action the line changed to (what NVML would say, when it cannot).
+- Every Xid: the incident it belongs to on its GPU (one per process, boot or burst), so
+  that "the GPU keeps failing" counts incidents, not lines.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+
+from gpu_triage.engine.compiler import Rulebook
+from gpu_triage.engine.model import Nvlink5Rule
+from gpu_triage.model.facts import XidEvent
+from gpu_triage.model.xid_message import (
+    driver_major,
+    parse_nvlink5,
+    parse_recovery_action,
+    parse_xid74,
+)
+
+NVLINK5_CODES = frozenset(range(144, 151))
+# The class of an Xid 74 line is that of its worst bit (worst first).
+XID74_RANK = (
+    "fabric_reset",
+    "hardware",
+    "field_diag",
+    "signal_integrity",
+    "ecc_threshold",
+    "ecc_parity",
+    "report_if_repeated",
+    "unexpected",
+    "unlisted",
+    "sympathetic",
+    "ignore",
+)
+# Lines of one GPU further apart than this are separate incidents (an application's
+# fault logs its burst within seconds; a rerun or another job comes later).
+BURST_GAP_S = 120.0
+_SEVERITY_WORDS = {"fatal": "Fatal", "link_fatal": "Link Fatal", "non_fatal": "Non-fatal"}
+
+
+def bucket_meaning(name: str | None, book: Rulebook) -> str | None:
+    if not name:
+        return None
+    key = name.strip()
+    return book.xid_buckets.get(key) or book.xid_buckets.get(key.split(" (")[0].strip())
+
+
+def message_update(event: XidEvent, book: Rulebook, driver: str | None) -> dict[str, object]:
+    """Fields decoded from the message of one event (empty when there is nothing to decode)."""
+    code = event.code
+    if code == 74:
+        return _xid74(event, book)
+    if code in NVLINK5_CODES:
+        return _nvlink5(event, book, driver)
+    if code == 154:
+        action = parse_recovery_action(event.message)
+        return {"recovery_action_to": action} if action else {}
+    return {}
+
+
+def _xid74(event: XidEvent, book: Rulebook) -> dict[str, object]:
+    msg = parse_xid74(event.message)
+    if msg is None:
+        return {}
+    out: dict[str, object] = {
+        "nvlink_link": msg.link,
+        "nvlink_fatal_printed": msg.fatal,
+        "xid74_registers": ", ".join(f"0x{r:x}" for r in msg.registers),
+    }
+    classes: list[str] = []
+    words: list[str] = []
+    for reg, value in enumerate(msg.registers):
+        bit = 0
+        while value >> bit:
+            if (value >> bit) & 1:
+                cls, meaning = book.xid74_bits.get(
+                    (reg, bit), ("unlisted", "not in NVIDIA's table")
+                )
+                classes.append(cls)
+                words.append(f"Reg{reg} bit {bit}: {meaning}")
+            bit += 1
+    if classes:
+        out["xid74_class"] = min(classes, key=_rank)
+        out["xid74_decode"] = "; ".join(words)
+    else:
+        out["xid74_decode"] = "no register bit set"
+    return out
+
+
+def _rank(cls: str) -> int:
+    return XID74_RANK.index(cls) if cls in XID74_RANK else len(XID74_RANK)
+
+
+def _nvlink5(event: XidEvent, book: Rulebook, driver: str | None) -> dict[str, object]:
+    msg = parse_nvlink5(event.message)
+    if msg is None:
+        return {}
+    out: dict[str, object] = {
+        "nvlink_link": msg.link,
+        "nvlink_fatal_printed": msg.fatal,
+        "nvlink_unit": msg.unit,
+        "nvlink_intr_info": msg.intr_info,
+        "nvlink_error_status": msg.error_status,
+        "nvlink_reason": msg.reason,
+        "nvlink_subcode": msg.subcode(driver_major(driver)),
+    }
+    assert event.code is not None
+    row = match_nvlink5(
+        book.nvlink5_rules.get(event.code, []), msg.unit, msg.error_status, msg.reason
+    )
+    if row is None:
+        return out
+    imm = bucket_meaning(row.immediate, book)
+    inv = bucket_meaning(row.investigatory, book) if row.investigatory else None
+    status = (
+        f"reason {row.reason:06b}"
+        if row.reason is not None
+        else f"errorStatus 0x{msg.error_status:x}"
+    )
+    summary = f"{row.unit} {status}: {row.immediate} / {_SEVERITY_WORDS[row.severity]}{row.note}"
+    if row.investigatory:
+        summary += f" / {row.investigatory}"
+    if row.promoted:
+        summary += f" (-> {row.promoted} when promoted)"
+    out.update(
+        decode_immediate=row.immediate,
+        decode_immediate_meaning=imm,
+        decode_severity=row.severity,
+        decode_investigatory=row.investigatory or None,
+        decode_investigatory_meaning=inv,
+        decode_promoted=row.promoted or None,
+        decode_summary=summary,
+    )
+    return out
+
+
+def match_nvlink5(
+    rows: Sequence[Nvlink5Rule], unit: str, error_status: int, reason: int
+) -> Nvlink5Rule | None:
+    """The decode row for a printed unit: a row's unit names ("TLW_RX/TLW_RX_PIPE0") are
+    aliases; NETIR link-event rows match the reason, the others the errorStatus."""
+    for row in rows:
+        if unit not in row.unit.upper().split("/"):
+            continue
+        if row.reason is not None:
+            if row.reason == reason:
+                return row
+        elif row.error_status == error_status:
+            return row
+    return None
+
+
+# --------------------------------------------------------------------------- incidents
+
+
+def assign_incidents(events: list[XidEvent]) -> list[str | None]:
+    """An incident label per event (same order): on each GPU, a new incident starts with a
+    different process, a reboot (the seconds-since-boot stamp going back) or a gap of more
+    than BURST_GAP_S. Events without a GPU or without any way to tell get None."""
+    labels: list[str | None] = [None] * len(events)
+    by_gpu: dict[str, list[int]] = {}
+    for i, ev in enumerate(events):
+        if ev.pci_bus_id:
+            by_gpu.setdefault(ev.pci_bus_id, []).append(i)
+    for bus, idxs in by_gpu.items():
+        idxs.sort(key=lambda i: (events[i].source, events[i].line or 0))
+        n = 0
+        prev: XidEvent | None = None
+        for i in idxs:
+            ev = events[i]
+            if prev is not None and _new_incident(prev, ev):
+                n += 1
+            labels[i] = f"{bus}#{n}"
+            prev = ev
+    return labels
+
+
+def _new_incident(prev: XidEvent, ev: XidEvent) -> bool:
+    if prev.source != ev.source:
+        return True
+    pa, pb = _pid(prev), _pid(ev)
+    if pa is not None and pb is not None and pa != pb:
+        return True
+    if prev.monotonic_s is not None and ev.monotonic_s is not None:
+        if ev.monotonic_s < prev.monotonic_s:
+            return True  # the clock since boot restarted: a reboot between them
+        if ev.monotonic_s - prev.monotonic_s > BURST_GAP_S:
+            return True
+    gap = _gap_s(prev.time, ev.time)
+    return gap is not None and abs(gap) > BURST_GAP_S
+
+
+def _pid(ev: XidEvent) -> int | None:
+    return ev.pid if ev.pid else None  # pid 0 is the kernel's, not a process
+
+
+def _gap_s(a: datetime | None, b: datetime | None) -> float | None:
+    if a is None or b is None:
+        return None
+    try:
+        if (a.tzinfo is None) != (b.tzinfo is None):
+            a, b = a.astimezone(), b.astimezone()
+        return (b - a).total_seconds()
+    except (OverflowError, ValueError):
+        return None

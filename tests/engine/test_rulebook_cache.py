@@ -1,0 +1,141 @@
+"""The compiled-rulebook cache: a hit equals a fresh compile; anything wrong with the
+disk cache is a miss, never an error or a stale rulebook."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from gpu_triage.engine import rulebook_cache
+from gpu_triage.engine.compiler import load_rulebook
+from gpu_triage.engine.loader import read_sources
+
+RULE = """id: cache-probe
+title: cache probe
+version: {v}
+severity: info
+stage: FD1
+symptom: s
+cause: c
+fix: f
+when: gpu.utilization_gpu_pct < {t}
+references: [guide/FD1]
+"""
+
+
+@pytest.fixture
+def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    d = tmp_path / "cache" / "gpu-triage"
+    monkeypatch.setenv(rulebook_cache.ENV, str(d))
+    rulebook_cache.clear_memory()
+    yield d
+    rulebook_cache.clear_memory()
+
+
+def _files(cache: Path) -> list[Path]:
+    return sorted(cache.glob("rulebook-*.pickle")) if cache.exists() else []
+
+
+def test_disk_hit_equals_a_fresh_compile(cache: Path) -> None:
+    first = load_rulebook()
+    assert len(_files(cache)) == 1
+    assert oct(cache.stat().st_mode & 0o777) == "0o700"
+    rulebook_cache.clear_memory()
+    again = load_rulebook()
+    assert again is not first  # read back from disk
+    assert again.fingerprint == first.fingerprint
+    assert [r.id for r in again.rules] == [r.id for r in first.rules]
+    assert load_rulebook() is again  # then from memory
+
+
+def test_a_changed_rule_file_is_a_miss(cache: Path, tmp_path: Path) -> None:
+    rule = tmp_path / "rules" / "probe.yaml"
+    rule.parent.mkdir()
+    rule.write_text(RULE.format(v=1, t=10))
+    a = load_rulebook([rule.parent])
+    rule.write_text(RULE.format(v=1, t=20))
+    b = load_rulebook([rule.parent])
+    assert a.fingerprint != b.fingerprint
+    assert "20" in str(b.by_id("cache-probe").expr)
+
+
+@pytest.mark.parametrize("damage", ["truncate", "flip", "garbage", "empty"])
+def test_a_corrupt_file_is_a_miss_and_is_replaced(cache: Path, damage: str) -> None:
+    good = load_rulebook()
+    (path,) = _files(cache)
+    data = path.read_bytes()
+    path.write_bytes(
+        {
+            "truncate": data[: len(data) // 2],
+            "flip": data[:-10] + bytes([data[-10] ^ 0xFF]) + data[-9:],
+            "garbage": b"\x80\x04junk" * 100,
+            "empty": b"",
+        }[damage]
+    )
+    rulebook_cache.clear_memory()
+    again = load_rulebook()
+    assert again.fingerprint == good.fingerprint
+    assert path.read_bytes() == data  # rewritten
+
+
+def test_a_symlinked_or_shared_directory_is_not_used(cache: Path, tmp_path: Path) -> None:
+    real = tmp_path / "elsewhere"
+    real.mkdir(mode=0o700)
+    cache.parent.mkdir(parents=True)
+    cache.symlink_to(real)
+    load_rulebook()
+    assert not list(real.iterdir())
+    cache.unlink()
+    cache.mkdir(mode=0o700)
+    os.chmod(cache, 0o777)  # writable by others: a planted pickle would run as us
+    rulebook_cache.clear_memory()
+    load_rulebook()
+    assert not _files(cache)
+
+
+def test_a_file_writable_by_others_is_not_read(cache: Path) -> None:
+    load_rulebook()
+    (path,) = _files(cache)
+    os.chmod(path, 0o666)
+    rulebook_cache.clear_memory()
+    sources, _ = read_sources([])
+    assert rulebook_cache._read(rulebook_cache.key_of(sources)) is None
+
+
+def test_unwritable_or_disabled_cache_still_loads(
+    cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    monkeypatch.setenv(rulebook_cache.ENV, str(blocker / "gpu-triage"))
+    assert load_rulebook().rules
+    monkeypatch.setenv(rulebook_cache.ENV, "off")
+    rulebook_cache.clear_memory()
+    assert rulebook_cache.cache_dir() is None
+    assert load_rulebook().rules
+
+
+def test_fingerprint_is_computed_once(cache: Path) -> None:
+    book = load_rulebook()
+    assert book.fingerprint is book.fingerprint
+
+
+def test_a_prespawned_durable_worker_is_taken_by_the_backend(builtin_book) -> None:
+    from gpu_triage.engine import durable_worker
+    from gpu_triage.engine.durable_backend import DurableBackend
+
+    durable_worker.discard_spare()
+    durable_worker.prespawn()
+    (spare,) = durable_worker._SPARE
+    backend = DurableBackend(builtin_book)
+    try:
+        backend._start()
+        assert backend._proc is spare and not durable_worker._SPARE
+    finally:
+        backend.close()
+    durable_worker.prespawn()
+    (unused,) = durable_worker._SPARE
+    durable_worker.discard_spare()
+    assert unused.poll() is not None  # ended, not left behind

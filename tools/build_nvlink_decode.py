@@ -1,0 +1,138 @@
+"""Generate rulebook/xid/nvlink-decode.yaml from the Xid reference (../shared/xid-reference.md).
+
+Two decode tables of NVIDIA's Xid catalogue (sheet dated 2025-09-30) become rulebook
+data: the Xid 74 register bits (bucket WORKFLOW_NVLINK_ERR) and the Xid 144-150 rules
+(sheet "Xid 144-150 Decode", bucket WORKFLOW_NVLINK5_ERR). The engine annotates each
+Xid event with the row its message matches (engine/enrich.py); the rules in
+rulebook/xid/nvlink.yaml turn the decoded severity into findings.
+
+    python tools/build_nvlink_decode.py [--reference ../shared/xid-reference.md]
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_REFERENCE = ROOT.parent / "shared" / "xid-reference.md"
+OUT = ROOT / "rulebook" / "xid" / "nvlink-decode.yaml"
+
+SEVERITY = {"fatal": "fatal", "link fatal": "link_fatal", "non-fatal": "non_fatal"}
+
+# Xid 74 register bit classes, in the words of the WORKFLOW_NVLINK_ERR bucket.
+XID74_CLASS = {
+    "ignore": "ignore",
+    "sympathetic": "sympathetic",
+    "ECC/parity (report if >2x same link)": "ecc_parity",
+    "possible HW, reseat, diags": "hardware",
+    "marginal SI": "signal_integrity",
+    "report if repeated": "report_if_repeated",
+    "ECC/parity": "ecc_parity",
+    "unexpected": "unexpected",
+    "field diags": "field_diag",
+    "sympathetic but fabric reset required": "fabric_reset",
+    "ECC threshold exceeded, continue": "ecc_threshold",
+}
+
+
+def decode_rows(text: str) -> list[dict[str, Any]]:
+    start = text.index("## Xid 144-150 (NVLink5) decode")
+    rows: list[dict[str, Any]] = []
+    for line in text[start:].splitlines():
+        m = re.match(r"\|\s*(\d{3})\s*\|\s*([A-Z0-9_/]+)\s*\|\s*(.+?)\s*\|\s*$", line)
+        if not m:
+            continue
+        xid, unit, cells = int(m.group(1)), m.group(2), m.group(3)
+        for cell in re.split(r";\s*", cells):
+            c = re.match(r"(rsn=(?P<rsn>[01]{6})|(?P<st>0x[0-9a-fA-F]+)):\s*(?P<body>.+)$", cell)
+            if not c:
+                raise SystemExit(f"cannot read decode cell {cell!r} of Xid {xid} {unit}")
+            body = c.group("body")
+            promoted = None
+            if p := re.search(r"\(->\s*([A-Z_]+)\)", body):
+                promoted = p.group(1)
+                body = body[: p.start()].strip()
+            parts = [s.strip() for s in body.split("/", 2)]
+            immediate, sev_text = parts[0], parts[1]
+            investigatory = parts[2] if len(parts) > 2 else ""
+            note = "".join(ch for ch in sev_text if ch in "*?")
+            sev_key = sev_text.rstrip("*?").strip().lower()
+            row: dict[str, Any] = {"xid": xid, "unit": unit}
+            if c.group("rsn"):
+                row["reason"] = int(c.group("rsn"), 2)
+                row["error_status"] = None
+            else:
+                row["error_status"] = int(c.group("st"), 16)
+            row.update(immediate=immediate, severity=SEVERITY[sev_key])
+            if investigatory:
+                row["investigatory"] = investigatory
+            if note:
+                row["note"] = note
+            if promoted:
+                row["promoted"] = promoted
+            rows.append(row)
+    return rows
+
+
+def xid74_bits(text: str) -> list[dict[str, Any]]:
+    m = re.search(r"\| WORKFLOW_NVLINK_ERR \(Xid 74\) \| (.+?) \|\n", text)
+    if not m:
+        raise SystemExit("no WORKFLOW_NVLINK_ERR row in the reference")
+    body = m.group(1)
+    out: list[dict[str, Any]] = []
+    for reg_text in re.finditer(r"Reg(\d) bits (.+?)(?=\. Reg\d|$)", body):
+        reg = int(reg_text.group(1))
+        for part in re.split(r";\s*", reg_text.group(2)):
+            pm = re.match(r"([\d/]+)\s+(.+)$", part.strip())
+            if not pm:
+                raise SystemExit(f"cannot read register text {part!r}")
+            words = pm.group(2).strip().rstrip(".")
+            cls = XID74_CLASS.get(words)
+            if cls is None:
+                raise SystemExit(f"no class for {words!r}")
+            out.append(
+                {
+                    "reg": reg,
+                    "bits": [int(b) for b in pm.group(1).split("/")],
+                    "class": cls,
+                    "meaning": words,
+                }
+            )
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--reference", type=Path, default=DEFAULT_REFERENCE)
+    args = ap.parse_args()
+    text = args.reference.read_text(encoding="utf-8")
+    doc = {
+        "xid_catalog": "NVIDIA Xid 74 and 144-150 decode 2025-09-30",
+        "source": "NVIDIA Xid-Catalog.xlsx (2025-09-30): bucket WORKFLOW_NVLINK_ERR (Xid 74 "
+        "registers) and sheet 'Xid 144-150 Decode' (via GPUd catalog_generated.go "
+        "nvlinkRules), as condensed in ../shared/xid-reference.md. "
+        "Generated by tools/build_nvlink_decode.py.",
+        "xid74_bits": xid74_bits(text),
+        "nvlink5_rules": decode_rows(text),
+    }
+    header = (
+        "# NVIDIA's Xid 74 register bits and Xid 144-150 decode as rulebook data (xid/CATALOG).\n"
+        "# Generated by tools/build_nvlink_decode.py from ../shared/xid-reference.md; edit the\n"
+        "# generator rather than this file.\n"
+    )
+    OUT.write_text(
+        header + yaml.safe_dump(doc, sort_keys=False, width=110, default_flow_style=None),
+        encoding="utf-8",
+    )
+    print(
+        f"wrote {OUT}: {len(doc['xid74_bits'])} register classes, {len(doc['nvlink5_rules'])} rules"
+    )
+
+
+if __name__ == "__main__":
+    main()
