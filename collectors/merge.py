@@ -62,6 +62,8 @@ def update_facts(base: Facts, update: Facts) -> list[str]:
             fallback = info.match_fallback and item.__dict__.get(info.match_fallback)
             if match is None and fallback is not None:
                 match = index.get(f"#{fallback}")
+            if match is None and name == "gpu":  # one side knows only the index (topo -m)
+                match = _gpu_match(current, item)
             if match is None:
                 current.append(item.model_copy(deep=True))
             else:

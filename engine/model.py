@@ -7,6 +7,7 @@ JSON Schema in ``rulebook/schema.json`` is generated from them
 
 from __future__ import annotations
 
+import math
 import shlex
 from enum import StrEnum
 from typing import Annotated, Any, Literal
@@ -67,8 +68,8 @@ class Param(Strict):
     """A tunable threshold. Sites override it in an overlay, within min/max."""
 
     default: float | int | bool | str
-    min: float | None = None
-    max: float | None = None
+    min: float | None = Field(default=None, allow_inf_nan=False)
+    max: float | None = Field(default=None, allow_inf_nan=False)
     unit: str = ""
     doc: str = Field(default="", description="what the threshold means")
 
@@ -87,6 +88,8 @@ def check_param_bounds(param: Param, value: Any) -> None:
     ):
         raise ValueError(f"value {value!r} has the wrong type (default is {param.default!r})")
     if isinstance(value, int | float) and not isinstance(value, bool):
+        if not math.isfinite(value):  # NaN compares false with everything: a silent off switch
+            raise ValueError(f"value {value} is not a finite number")
         if param.min is not None and value < param.min:
             raise ValueError(f"value {value} is below the minimum {param.min}")
         if param.max is not None and value > param.max:

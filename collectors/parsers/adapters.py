@@ -7,8 +7,13 @@ Runbook steps name these (``parser: nvidia-smi-q``) so their output becomes fact
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
-from gpu_triage.model.facts import Facts, HostFacts, SchedulerFacts
+from gpu_triage.collectors.parsers import ParseError
+from gpu_triage.model.facts import Facts, GpuFacts, HostFacts, SchedulerFacts
+
+if TYPE_CHECKING:
+    from gpu_triage.collectors.parsers.topo import Topology
 
 TextParserFn = Callable[[str, str], Facts]
 
@@ -69,7 +74,24 @@ def nvidia_smi_nvlink(text: str, source: str = "nvidia-smi nvlink") -> Facts:
 def nvidia_smi_topo(text: str, source: str = "nvidia-smi topo -m") -> Facts:
     from gpu_triage.collectors.parsers.topo import parse_topo_matrix
 
-    return Facts(topology=parse_topo_matrix(text, source).pairs)
+    topo = parse_topo_matrix(text, source)
+    return Facts(topology=topo.pairs, gpus=_topo_gpus(topo, source))
+
+
+def _topo_gpus(topo: Topology, source: str) -> list[GpuFacts]:
+    """The affinity columns as GPU facts (CPU list, NUMA node, GPU NUMA ID) by index."""
+    gpus: dict[str, GpuFacts] = {}
+    for table, field in (
+        (topo.cpu_affinity, "cpu_affinity"),
+        (topo.numa_node, "numa_node"),
+        (topo.gpu_numa_id, "gpu_numa_id"),
+    ):
+        for name, value in table.items():
+            if value is None or not name.startswith("GPU") or not name[3:].isdigit():
+                continue
+            gpu = gpus.setdefault(name, GpuFacts(index=int(name[3:]), source=source))
+            setattr(gpu, field, value)
+    return list(gpus.values())
 
 
 def lspci(text: str, source: str = "lspci -vv") -> Facts:
@@ -201,3 +223,19 @@ proc_pressure = _pressure(None)
 proc_pressure_cpu = _pressure("cpu")
 proc_pressure_io = _pressure("io")
 proc_pressure_memory = _pressure("memory")
+
+
+def dcgmi_diag(text: str, source: str = "dcgmi diag") -> Facts:
+    from gpu_triage.collectors.parsers.dcgm_diag import parse_dcgmi_diag
+
+    run = parse_dcgmi_diag(text, source)
+    if run.error and not run.results:
+        raise ParseError(f"the diagnostic did not run: {run.error}", source=source)
+    return Facts(diags=run.results)
+
+
+def nvidia_smi_xml(text: str, source: str = "nvidia-smi -q -x") -> Facts:
+    from gpu_triage.collectors.parsers.nvidia_smi.xml import parse_nvidia_smi_xml
+
+    r = parse_nvidia_smi_xml(text, source)
+    return Facts(gpus=r.gpus, host=_driver_host(r.driver_version, r.cuda_version, r.attached_gpus))

@@ -69,7 +69,7 @@ _POD_SECTIONS = {
 _TITLE = re.compile(r"^([A-Z][A-Za-z -]*?)\s*:\s*(.*?)\s*$")
 _KV = re.compile(r"^\s*([^:\s][^:]*?)\s*:\s+(.*?)\s*$")
 _RESOURCE = re.compile(r"^\s*([a-z0-9][a-z0-9.\-/]*)\s*:\s+(\S+)\s*$")
-_CONTAINER = re.compile(r"^ {0,2}([A-Za-z0-9][\w.\-]*)\s*:\s*$")
+_CONTAINER = re.compile(r"^(\s*)([A-Za-z0-9][\w.\-]*)\s*:\s*$")
 _CONTAINER_KEYS = {
     "Limits",
     "Requests",
@@ -225,7 +225,12 @@ def _sections(text: str, titles: set[str]) -> list[tuple[str | None, str, int, s
     out: list[tuple[str | None, str, int, str]] = []
     section: str | None = None
     inline = ""
-    for lineno, raw in enumerate(text.splitlines(), start=1):
+    lines = [line.expandtabs(8) for line in text.splitlines()]
+    # a describe pasted indented (quoted, nested in other output): titles are the
+    # least-indented lines, wherever that is
+    indent = min((len(s) - len(s.lstrip()) for s in lines if s.strip()), default=0)
+    for lineno, raw in enumerate(lines, start=1):
+        raw = raw[indent:] if raw[:indent].isspace() else raw.lstrip()
         m = _TITLE.match(raw)
         if m and m.group(1) in titles:
             section, inline = m.group(1), m.group(2)
@@ -323,6 +328,8 @@ class PodDescription:
 def parse_describe_pod_detail(text: str) -> PodDescription:
     pod = PodDescription()
     block: str | None = None  # "Requests" / "Limits" inside a container
+    container_section: str | None = None
+    container_indent = 0
     for section, inline, lineno, raw in _sections(text, _POD_SECTIONS):
         if not raw:
             block = None
@@ -338,9 +345,16 @@ def parse_describe_pod_detail(text: str) -> PodDescription:
             continue
         if section in ("Containers", "Init Containers"):
             m = _CONTAINER.match(raw)
-            if m and m.group(1) not in _CONTAINER_KEYS:
+            # container names are the section's least-indented 'name:' lines (two
+            # spaces in kubectl's output, more in some pastes); keys sit deeper
+            if (
+                m
+                and m.group(2) not in _CONTAINER_KEYS
+                and (section != container_section or len(m.group(1)) <= container_indent)
+            ):
+                container_section, container_indent = section, len(m.group(1))
                 pod.containers.append(
-                    ContainerResources(m.group(1), init=section == "Init Containers")
+                    ContainerResources(m.group(2), init=section == "Init Containers")
                 )
                 block = None
                 continue

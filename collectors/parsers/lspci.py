@@ -1,7 +1,10 @@
 """Parser for ``lspci -vv`` link status: ``LnkCap`` (capability) and ``LnkSta`` (current).
 
 Reads full device blocks (``3b:00.0 3D controller: NVIDIA ...``) and header-less
-fragments such as ``lspci -s BUS -vv | egrep 'LnkCap|LnkSta'``. Values are reported
+fragments such as ``lspci -s BUS -vv | egrep 'LnkCap|LnkSta'``. Bridges keep their
+Access Control Services state (``ACSCap`` / ``ACSCtl`` flags: ``ReqRedir+ CmpltRedir+``
+send peer-to-peer traffic up through the root complex and IOMMU), their bus range
+(``Bus: secondary=, subordinate=``: which devices sit below) and IOMMU group. Values are reported
 as printed: a GPU idling at 2.5GT/s is saving power, not faulty; rules decide.
 """
 
@@ -27,6 +30,33 @@ _LNK_RE = re.compile(r"^\s*(LnkCap|LnkSta):\s*(.*)$")
 _SPEED_RE = re.compile(r"Speed\s+(?:(\d{1,3}(?:\.\d{1,3})?)\s*(?:GT|Gb)/s|(unknown))", re.I)
 _WIDTH_RE = re.compile(r"Width\s+x(\d{1,3})(?!\d)", re.I)
 _NUMA_RE = re.compile(r"\bNUMA node:?\s*(-?\d+)")
+_IOMMU_RE = re.compile(r"^\s*IOMMU group:?\s*(\d{1,6})\s*$")
+_BUS_RE = re.compile(
+    r"^\s*Bus:\s*primary=[0-9a-fA-F]{2},\s*secondary=([0-9a-fA-F]{2}),\s*subordinate=([0-9a-fA-F]{2})"
+)
+_ACS_RE = re.compile(r"^\s*(ACSCap|ACSCtl):\s*(.*)$")
+_FLAG_RE = re.compile(r"\b([A-Za-z]+)([+-])")
+# ACSCtl flags as lspci prints them -> the fact that says the feature is enabled
+ACS_FIELDS = {
+    "SrcValid": "acs_src_valid",
+    "TransBlk": "acs_trans_blk",
+    "ReqRedir": "acs_req_redir",
+    "CmpltRedir": "acs_cmplt_redir",
+    "UpstreamFwd": "acs_upstream_fwd",
+    "EgressCtrl": "acs_egress_ctrl",
+    "DirectTrans": "acs_direct_trans",
+}
+
+
+def _acs(fact: PcieLinkFacts, kind: str, value: str) -> None:
+    """ACSCap says the port has ACS; ACSCtl which of its features are on (Flag+ / Flag-)."""
+    fact.acs_capable = True
+    if kind != "ACSCtl":
+        return
+    for flag, sign in _FLAG_RE.findall(value):
+        field_name = ACS_FIELDS.get(flag)
+        if field_name is not None:
+            setattr(fact, field_name, sign == "+")
 
 
 def device_class(class_text: str, description: str) -> str:
@@ -70,13 +100,14 @@ def parse_lspci_vv(text: str | bytes, source: str = "<text>") -> list[PcieLinkFa
     out: list[PcieLinkFacts] = []
     cur: PcieLinkFacts | None = None
     cur_has_link = False
+    acs_seen: set[str] = set()  # ACSCap / ACSCtl lines read for the current device
     denied = False
     seen_header = False
 
     def flush() -> None:
         if cur is None:
             return
-        if cur_has_link:
+        if cur_has_link or acs_seen:
             out.append(cur)
         elif denied and cur.device_class in ("gpu", "nic", "nvme"):
             for name in ("speed_gts", "speed_gts_max", "width", "width_max"):
@@ -91,6 +122,7 @@ def parse_lspci_vv(text: str | bytes, source: str = "<text>") -> list[PcieLinkFa
         if hm:
             flush()
             seen_header, denied, cur_has_link = True, False, False
+            acs_seen = set()
             cur = PcieLinkFacts(
                 pci_bus_id=normalize_pci_bus_id(hm.group(1)),
                 device_class=device_class(hm.group(2), hm.group(3)),
@@ -108,17 +140,34 @@ def parse_lspci_vv(text: str | bytes, source: str = "<text>") -> list[PcieLinkFa
                 # header-less fragment: each LnkCap/LnkSta pair is one link
                 flush()
                 cur, cur_has_link, denied = PcieLinkFacts(source=source), False, False
+                acs_seen = set()
             _link(cur, kind, lm.group(2))
             cur_has_link = True
+            continue
+        am = _ACS_RE.match(line)
+        if am:
+            if cur is None or (am.group(1) in acs_seen and not seen_header):
+                # header-less `grep ACS` output: each ACSCap/ACSCtl pair is one port
+                flush()
+                cur, cur_has_link, denied = PcieLinkFacts(source=source), False, False
+                acs_seen = set()
+            _acs(cur, am.group(1), am.group(2))
+            acs_seen.add(am.group(1))
             continue
         if cur is None:
             continue
         nm = _NUMA_RE.search(line)
-        if nm:
+        im = _IOMMU_RE.match(line)
+        bm = _BUS_RE.match(line)
+        if im:
+            cur.iommu_group = int(im.group(1))
+        elif bm:
+            cur.secondary_bus, cur.subordinate_bus = int(bm.group(1), 16), int(bm.group(2), 16)
+        elif nm:
             cur.numa_node = int(nm.group(1))
         elif "<access denied>" in line:
             denied = True
     flush()
     if not out and not seen_header and text.strip():
-        raise ParseError("no lspci device headers or LnkCap/LnkSta lines", source=source)
+        raise ParseError("no lspci device headers, LnkCap/LnkSta or ACS lines", source=source)
     return out

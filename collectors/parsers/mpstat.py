@@ -5,6 +5,8 @@ Columns are taken from each header line (the one naming ``CPU`` and ``%idle``), 
 work. Rows are aligned to the header from the right: whatever precedes the CPU column
 is the time stamp (``10:38:38``, ``10:38:38 AM``) or a localised ``Average:`` label,
 and the latter marks the averages block. Decimal commas (``0,19``) are accepted.
+``mpstat -N ALL`` prints NUMA nodes under a ``NODE`` header: those rows give the
+busiest node, never cores (``-P ALL -N ALL`` prints both tables, read separately).
 ``mpstat -o JSON`` output is read too.
 """
 
@@ -49,6 +51,7 @@ class MpstatRow:
     values: dict[str, float]
     time: str | None = None  # None on the averages block
     average: bool = False
+    node: bool = False  # a NUMA node row of `mpstat -N` (the header says NODE, not CPU)
 
     def get(self, *names: str) -> float | None:
         """First of ``names`` present (old and new sysstat name the same column differently)."""
@@ -74,11 +77,22 @@ class MpstatResult:
     arch: str | None = None
     ncpu: int | None = None
     rows: list[MpstatRow] = field(default_factory=list)  # every row of every block
-    selected: list[MpstatRow] = field(default_factory=list)  # the block the summary uses
+    selected: list[MpstatRow] = field(default_factory=list)  # the CPU block the summary uses
+    selected_nodes: list[MpstatRow] = field(default_factory=list)  # the NODE block it uses
 
     @property
     def overall(self) -> MpstatRow | None:
-        return next((r for r in self.selected if r.cpu.lower() == "all"), None)
+        rows = self.selected + self.selected_nodes  # `mpstat -N ALL` alone has its 'all' there
+        return next((r for r in rows if r.cpu.lower() == "all"), None)
+
+    @property
+    def nodes(self) -> list[MpstatRow]:
+        return [r for r in self.selected_nodes if r.cpu.isdigit()]
+
+    @property
+    def busiest_node(self) -> MpstatRow | None:
+        nodes = [r for r in self.nodes if r.busy_pct is not None]
+        return max(nodes, key=lambda r: r.busy_pct or 0.0) if nodes else None
 
     @property
     def cores(self) -> list[MpstatRow]:
@@ -104,7 +118,12 @@ def _float(token: str) -> float | None:
 
 
 def _is_header(tokens: list[str]) -> bool:
-    return "CPU" in tokens and "%idle" in tokens
+    return ("CPU" in tokens or "NODE" in tokens) and "%idle" in tokens
+
+
+def _label(tokens: list[str]) -> str | None:
+    """The column a header starts its table at: CPU (per core) or NODE (per NUMA node)."""
+    return next((t for t in tokens if t in ("CPU", "NODE")), None)
 
 
 def parse_mpstat(text: str, source: str = "mpstat") -> MpstatResult:
@@ -116,7 +135,8 @@ def parse_mpstat(text: str, source: str = "mpstat") -> MpstatResult:
     if stripped.startswith("{"):
         return _parse_json(stripped, source)
     result = MpstatResult()
-    columns: list[str] | None = None  # header from the CPU column rightwards
+    columns: list[str] | None = None  # header from the CPU (or NODE) column rightwards
+    node_table = False
     blocks: list[list[MpstatRow]] = []
     seen_header = False
     for lineno, raw in enumerate(text.splitlines(), start=1):
@@ -125,15 +145,17 @@ def parse_mpstat(text: str, source: str = "mpstat") -> MpstatResult:
             continue
         if result.kernel is None and not seen_header:
             m = _BANNER.match(raw.strip())
-            if m and "CPU" not in tokens[:3]:
+            if m and "CPU" not in tokens[:3] and "NODE" not in tokens[:3]:
                 result.kernel, result.hostname = m.group("kernel"), m.group("host")
                 result.date, result.arch = m.group("date"), m.group("arch")
                 result.ncpu = int(m.group("ncpu")) if m.group("ncpu") else None
                 continue
-        if "CPU" in tokens:
+        label = _label(tokens)
+        if label is not None:
             # Any header ends the current block; only %idle headers start a CPU block
             # (-I / -A print interrupt tables with their own headers).
-            columns = tokens[tokens.index("CPU") :] if _is_header(tokens) else None
+            columns = tokens[tokens.index(label) :] if _is_header(tokens) else None
+            node_table = label == "NODE"
             seen_header = True
             blocks.append([])
             continue
@@ -153,22 +175,29 @@ def parse_mpstat(text: str, source: str = "mpstat") -> MpstatResult:
             values={c: n for c, n in zip(columns[1:], numbers, strict=True) if n is not None},
             time=" ".join(prefix) if timed else None,
             average=bool(prefix) and not timed,
+            node=node_table,
         )
         result.rows.append(row)
         # `mpstat 1 5` prints one header then a row per interval, and a localised
         # average may follow without its own header: a new stamp is a new block.
-        if blocks[-1] and (blocks[-1][-1].time, blocks[-1][-1].average) != (row.time, row.average):
+        last = blocks[-1][-1] if blocks[-1] else None
+        if last is not None and (last.time, last.average) != (row.time, row.average):
             blocks.append([])
         blocks[-1].append(row)
     if not seen_header:
-        raise ParseError("no mpstat header (a line naming CPU and %idle)", source=source)
+        raise ParseError("no mpstat header (a line naming CPU or NODE and %idle)", source=source)
     blocks = [b for b in blocks if b]
+    result.selected = _pick([b for b in blocks if not b[0].node])
+    result.selected_nodes = _pick([b for b in blocks if b[0].node])
+    return result
+
+
+def _pick(blocks: list[list[MpstatRow]]) -> list[MpstatRow]:
+    """The averages block when there is one, else the last block."""
     averages = [b for b in blocks if all(r.average for r in b)]
     if averages:
-        result.selected = averages[-1]
-    elif blocks:
-        result.selected = blocks[-1]
-    return result
+        return averages[-1]
+    return blocks[-1] if blocks else []
 
 
 def _parse_json(text: str, source: str) -> MpstatResult:
@@ -232,6 +261,10 @@ def fill_host_from_mpstat(result: MpstatResult, host: HostFacts | None = None) -
         host.busiest_core = int(busiest.cpu)
         host.busiest_core_busy_pct = busiest.busy_pct
         host.cores_saturated = result.cores_saturated
+    node = result.busiest_node
+    if node is not None:
+        host.busiest_numa_node = int(node.cpu)
+        host.busiest_numa_node_busy_pct = node.busy_pct
     if result.ncpu is not None:
         host.cpu_count = result.ncpu
     elif result.cores:

@@ -190,15 +190,25 @@ def parse_topo_matrix(text: str | bytes, source: str = "<text>") -> Topology:
 
 
 def _infer_columns(rows: list[tuple[str, list[str], list[str]]]) -> list[str]:
-    """Column names for a matrix pasted without its header."""
+    """Column names for a matrix pasted without its header.
+
+    GPU columns come first, then NICs, and every row has its ``X`` in its own column:
+    a ``NICk`` row with ``X`` at cell j puts the first NIC column at j - k, which fixes
+    the GPU count even for a tail fragment holding NIC rows only. Without such a row,
+    NVLink cells and GPU rows give a lower bound."""
     ncols = max(len(cells) for _, cells, _ in rows)
     gpu_cols = 0
+    from_nic: int | None = None
     for name, cells, _ in rows:
+        m = re.fullmatch(r"(GPU|NIC)(\d+)", name)
+        if m and m.group(1) == "NIC" and "X" in cells:
+            from_nic = cells.index("X") - int(m.group(2))
         for j, cell in enumerate(cells):
             if cell.startswith("NV") or (cell == "X" and name.startswith("GPU")):
                 gpu_cols = max(gpu_cols, j + 1)
-        m = re.fullmatch(r"GPU(\d+)", name)
-        if m:
-            gpu_cols = max(gpu_cols, int(m.group(1)) + 1)
+        if m and m.group(1) == "GPU":
+            gpu_cols = max(gpu_cols, int(m.group(2)) + 1)
+    if from_nic is not None and 0 <= from_nic <= ncols:
+        gpu_cols = from_nic
     gpu_cols = min(gpu_cols, ncols)
     return [f"GPU{i}" for i in range(gpu_cols)] + [f"NIC{i}" for i in range(ncols - gpu_cols)]

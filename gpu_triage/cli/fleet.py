@@ -7,6 +7,7 @@ from pathlib import Path
 
 from gpu_triage.cli.common import emit, err
 from gpu_triage.engine.findings import ExitCode
+from gpu_triage.io import jsonio
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -34,6 +35,6 @@ def cmd_fleet(args: argparse.Namespace) -> int:
         return ExitCode.USAGE
     nodes, runs, errors, files = read_fleet(args.paths, args.workers)
     rep = analyse(nodes, runs, errors, files, Inventory.load(args.inventory), top=args.top)
-    text = fleet_markdown(rep) if args.format == "markdown" else rep.model_dump_json(indent=2)
+    text = fleet_markdown(rep) if args.format == "markdown" else jsonio.dump_model(rep, indent=2)
     emit(text if text.endswith("\n") else text + "\n", args.out)
     return 0

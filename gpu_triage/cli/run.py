@@ -10,6 +10,7 @@ from typing import Any
 from gpu_triage.cli.collect import collect_live
 from gpu_triage.cli.common import SEVERITIES, add_rules_args, err, load_book, load_snapshot
 from gpu_triage.engine.findings import ExitCode
+from gpu_triage.io.files import DEFAULT_LOCK_TIMEOUT_S, DEFAULT_MODE
 from gpu_triage.model.demos import demo_names, demo_snapshot_path
 
 
@@ -24,7 +25,12 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         metavar="NAME",
         help="evaluate a bundled demo incident (names: gpu-triage run --demo list)",
     )
-    run.add_argument("--out", type=Path, help="write findings here (atomically); default stdout")
+    run.add_argument(
+        "--out",
+        type=Path,
+        help="write findings here (atomically; a device, a FIFO or - is written in place); "
+        "default stdout",
+    )
     run.add_argument(
         "--format",
         choices=("json", "jsonl", "markdown", "prometheus"),
@@ -77,13 +83,38 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         default="info",
         help="drop fired findings below this severity",
     )
+    run.add_argument(
+        "--lock-timeout",
+        type=float,
+        default=DEFAULT_LOCK_TIMEOUT_S,
+        metavar="SECONDS",
+        help="wait at most this long for another run's lock on an output, then exit 3 "
+        f"naming the lock (default {DEFAULT_LOCK_TIMEOUT_S:g})",
+    )
+    run.add_argument(
+        "--out-mode",
+        type=_octal_mode,
+        default=DEFAULT_MODE,
+        metavar="OCTAL",
+        help=f"permissions of the files written (default {DEFAULT_MODE:04o}, whatever the umask)",
+    )
     run.add_argument("--engine", choices=("auto", "durable", "reference"), default="auto")
     run.add_argument("--window", type=float, default=1.0, help="sampling window when collecting")
     add_rules_args(run)
 
 
+def _octal_mode(text: str) -> int:
+    try:
+        mode = int(text, 8)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an octal mode such as 0644") from None
+    if not 0 <= mode <= 0o777:
+        raise argparse.ArgumentTypeError(f"{text!r}: permission bits only (0000 to 0777)")
+    return mode
+
+
 def cmd_run(args: argparse.Namespace) -> int:
-    from gpu_triage.io.files import is_special
+    from gpu_triage.io.files import UnsafeFile, target_kind
 
     early = _start_collecting(args)  # the window runs while the rulebook loads
 
@@ -109,6 +140,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.interval is not None and args.interval <= 0:
         err("--interval must be positive")
         return ExitCode.USAGE
+    if args.lock_timeout < 0:
+        err("--lock-timeout must not be negative")
+        return ExitCode.USAGE
+    if args.out is not None and str(args.out) == "-":
+        args.out = None
 
     try:
         supplied = _supplied_facts(args)
@@ -131,8 +167,12 @@ def cmd_run(args: argparse.Namespace) -> int:
         return snap, source
 
     state = args.state
-    if state is None and args.out is not None and not is_special(args.out):
-        state = args.out.with_name(f".{args.out.name}.state.json")
+    try:  # a device, a FIFO or stdout gets no state file beside it
+        if state is None and args.out is not None and target_kind(args.out) == "regular":
+            state = args.out.with_name(f".{args.out.name}.state.json")
+    except UnsafeFile as exc:
+        err(str(exc))
+        return ExitCode.UNKNOWN
     also: list[tuple[str, Path]] = []
     for item in args.also:
         fmt, sep, path = item.partition(":")
@@ -150,8 +190,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         args.out,
         args.min_severity,
         get_snapshot,
-        History.load(state),
+        History(path=state),  # read under the outputs' lock by run_once
         also,
+        lock_timeout=args.lock_timeout,
+        mode=args.out_mode,
     )
     try:
         if args.interval is not None:
@@ -160,8 +202,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     except SnapshotError as exc:
         err(str(exc))
         return ExitCode.UNKNOWN
+    except UnsafeFile as exc:  # a refused path or a lock timeout: the message names it
+        err(str(exc))
+        return ExitCode.UNKNOWN
     except OSError as exc:
-        err(f"cannot write {args.out}: {exc}")
+        err(f"cannot write {exc.filename or args.out}: {exc.strerror or exc}")
         return ExitCode.UNKNOWN
     if doc.engine.fallback_reason and args.engine != "reference":
         err(f"engine: {doc.engine.name} ({doc.engine.fallback_reason})")

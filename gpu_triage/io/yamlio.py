@@ -1,7 +1,9 @@
 """The one YAML adapter: safe loading with the line and column of every key.
 
 Rule files, the knowledge map and the files people supply (``--site``, ``--job``,
-``--answers``) are all read here. Anchors and aliases are refused (they are how YAML
+``--answers``) are all read here. Duplicate keys are refused (the first is what a reviewer
+reads, the last what a plain loader keeps), and so are NaN and infinities (no threshold
+compares true against them). Anchors and aliases are refused (they are how YAML
 bombs work and they hide what a document says from its reviewer); nesting depth,
 document count and node count are bounded. Every problem is a :class:`YamlError` with
 the line and column it was found at.
@@ -9,6 +11,7 @@ the line and column it was found at.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -74,10 +77,29 @@ def _check_depth(text: str) -> None:
             depth -= 1
 
 
-class _AliasError(ValueError):
-    def __init__(self, line: int, col: int) -> None:
-        self.line, self.col = line, col
-        super().__init__("anchors and aliases are not allowed in rule files (this value is reused)")
+class _Refused(ValueError):
+    """A node the document is refused for, at ``line``:``col``."""
+
+    def __init__(self, node: yaml.Node, message: str) -> None:
+        self.line, self.col = node.start_mark.line + 1, node.start_mark.column + 1
+        super().__init__(message)
+
+
+_FLOAT_TAG = "tag:yaml.org,2002:float"
+
+
+def _non_finite(node: yaml.ScalarNode) -> bool:
+    """``.nan``, ``.inf`` and numbers too large for a float (``1.0e999``): each would
+    read as a number no comparison holds for, silently stopping a rule."""
+    if node.tag != _FLOAT_TAG:
+        return False
+    text = node.value.replace("_", "").lower()
+    if text.lstrip("+-") in (".nan", ".inf"):
+        return True
+    try:
+        return not math.isfinite(float(text))
+    except ValueError:  # YAML 1.1 sexagesimal (1:30.5): finite
+        return False
 
 
 def _positions(
@@ -88,17 +110,30 @@ def _positions(
     seen: set[int],
 ) -> None:
     """Record where every key sits; refuse aliases (a node reached twice is an alias: that
-    is how YAML bombs multiply) and bound the size of a document."""
+    is how YAML bombs multiply), duplicate keys (a reviewer reads the first, the loader
+    keeps the last), NaN and infinities, and bound the size of a document."""
     if id(node) in seen:
-        raise _AliasError(node.start_mark.line + 1, node.start_mark.column + 1)
+        raise _Refused(
+            node, "anchors and aliases are not allowed in rule files (this value is reused)"
+        )
     seen.add(id(node))
     budget[0] -= 1
     if budget[0] < 0:
         raise ValueError("too many YAML nodes")
     out[path] = (node.start_mark.line + 1, node.start_mark.column + 1)
+    if isinstance(node, yaml.ScalarNode) and _non_finite(node):
+        raise _Refused(
+            node, f"'{node.value}' is not a finite number (NaN and infinities are refused)"
+        )
     if isinstance(node, yaml.MappingNode):
+        keys: dict[Any, int] = {}
         for k, v in node.value:
             key = k.value if isinstance(k, yaml.ScalarNode) else str(k.start_mark)
+            if key in keys:
+                raise _Refused(
+                    k, f"duplicate key '{key}' (first at line {keys[key]}): the last would win"
+                )
+            keys[key] = k.start_mark.line + 1
             out[(*path, key)] = (k.start_mark.line + 1, k.start_mark.column + 1)
             _positions(v, (*path, key), out, budget, seen)
             # pydantic reports the value's location; keep the key's position for it too,
@@ -136,7 +171,7 @@ def documents(
             loc = Located(file, node.start_mark.line + 1)
             try:
                 _positions(node, (), loc.positions, [max_nodes], set())
-            except _AliasError as exc:
+            except _Refused as exc:
                 yield Document(None, loc, YamlError(exc.line, exc.col, str(exc)))
                 continue
             except ValueError:

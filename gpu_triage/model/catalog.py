@@ -232,6 +232,14 @@ _KINDS: list[_Kind] = [
     ),
     _Kind("xid_history", "xid_history", f.XidHistory, ("history",), gpu_key="pci_bus_id"),
     _Kind(
+        "diag",
+        "diags",
+        f.DiagResult,
+        ("dcgm_diag", "text:diag"),
+        identity=("test", "gpu_index"),
+        match_fields=("test", "gpu_index"),
+    ),
+    _Kind(
         "scheduler",
         "scheduler",
         f.SchedulerFacts,

@@ -641,6 +641,29 @@ class PcieLimitEvent(KernelEvent):
     device_is_gpu: bool | None = fact("", "the device is an NVIDIA GPU")
 
 
+# --------------------------------------------------------------------------- diagnostics
+
+
+class DiagResult(FactModel):
+    """One test of a DCGM diagnostic run (dcgmi diag) on one GPU, or on all of them."""
+
+    category: str | None = fact("", "section of the run: Deployment, Hardware, Integration, Stress")
+    test: str | None = fact("", "test name as DCGM prints it, e.g. Memory, PCIe, Targeted Stress")
+    result: str | None = fact("", "pass, fail, warn or skip (skip: the test did not run)")
+    gpu_index: int | None = fact("", "GPU the result is for; unset: every GPU of the run")
+    message: str | None = fact("", "DCGM's warning and info text for this result")
+    error_id: int | None = fact("", "DCGM error code (dcgmError_t) of the first warning")
+    error_code: str | None = fact("", "its DCGM_FR_* name")
+    error_severity: str | None = fact(
+        "", "DCGM's severity of that error: none, monitor, isolate, unknown, triage, config, reset"
+    )
+    error_category: str | None = fact(
+        "", "DCGM's category of that error, e.g. hardware_memory, software_config"
+    )
+    run_level: int | None = fact("", "the diagnostic level run (dcgmi diag -r N) when known")
+    dcgm_version: str | None = fact("", "DCGM version that ran it")
+
+
 # --------------------------------------------------------------------------- history
 
 
@@ -765,6 +788,7 @@ class Facts(BaseModel):
     nvlink_errors: list[NvlinkErrorEvent] = Field(default_factory=list)
     pcie_limits: list[PcieLimitEvent] = Field(default_factory=list)
     xid_history: list[XidHistory] = Field(default_factory=list)
+    diags: list[DiagResult] = Field(default_factory=list)
     scheduler: SchedulerFacts | None = None
     site: SiteInventory | None = None
     job: JobMetrics | None = None

@@ -11,6 +11,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from gpu_triage import __version__
+from gpu_triage.io import jsonio
 from gpu_triage.model.facts import Facts
 from gpu_triage.model.limits import (
     MAX_SNAPSHOT_BYTES,
@@ -90,7 +91,10 @@ def load_snapshot(path: str | os.PathLike[str]) -> Snapshot:
 
 def parse_snapshot(text: str, name: str = "<snapshot>") -> Snapshot:
     try:
-        data = json.loads(text)
+        data = jsonio.loads(text)
+    except jsonio.NonFiniteNumber as exc:
+        where = f"{name}:{exc.line}:{exc.col}"
+        raise SnapshotError(f"{where}: {exc.token} is not a finite number") from None
     except json.JSONDecodeError as exc:
         raise SnapshotError(f"{name}:{exc.lineno}:{exc.colno}: not valid JSON: {exc.msg}") from None
     except RecursionError:
@@ -112,16 +116,19 @@ def parse_snapshot(text: str, name: str = "<snapshot>") -> Snapshot:
         except SnapshotTooLarge as exc:
             raise SnapshotError(str(exc)) from None
     try:
-        return Snapshot.model_validate(data)
+        snap = Snapshot.model_validate(data)
     except ValidationError as exc:
         problems = "; ".join(
             f"{'.'.join(str(x) for x in e['loc'])}: {e['msg']}" for e in exc.errors()[:5]
         )
         more = f" (and {exc.error_count() - 5} more)" if exc.error_count() > 5 else ""
         raise SnapshotError(f"{name}: invalid snapshot: {problems}{more}") from None
+    # A float field given the string "nan" or "inf" reads as one: refused the same way.
+    bad = jsonio.first_non_finite(snap.facts.model_dump(exclude_computed_fields=True), "facts")
+    if bad is not None:
+        raise SnapshotError(f"{name}: invalid snapshot: {bad}: not a finite number")
+    return snap
 
 
 def dump_snapshot(snapshot: Snapshot) -> str:
-    return (
-        snapshot.model_dump_json(indent=2, exclude_none=True, exclude_computed_fields=True) + "\n"
-    )
+    return jsonio.dump_model(snapshot, exclude_none=True, exclude_computed_fields=True) + "\n"

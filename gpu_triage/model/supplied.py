@@ -8,6 +8,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
+from gpu_triage.io import jsonio
 from gpu_triage.io.yamlio import YamlError, load_one
 from gpu_triage.model.facts import JobMetrics, SiteInventory
 
@@ -27,13 +28,22 @@ def _read_mapping(path: Path) -> dict[str, Any]:
     return data
 
 
+def _finite(path: Path, data: Any) -> None:
+    """A float field given "nan" or "inf" as text reads as one: refused like ``.nan``."""
+    where = jsonio.first_non_finite(data)
+    if where is not None:
+        raise ValueError(f"{path}: {where}: not a finite number (NaN and infinities are refused)")
+
+
 def _read_model(path: Path, model: type[M]) -> M:
     data = _read_mapping(path)
     try:
-        return model.model_validate({**data, "source": str(path)})
+        value = model.model_validate({**data, "source": str(path)})
     except ValidationError as exc:
         err = exc.errors()[0]
         raise ValueError(f"{path}: {'.'.join(map(str, err['loc']))}: {err['msg']}") from None
+    _finite(path, value.model_dump(exclude_computed_fields=True))
+    return value
 
 
 def read_site(path: Path) -> SiteInventory:
@@ -52,6 +62,7 @@ def read_answers(path: Path) -> Answers:
     bad = [k for k, v in data.items() if not isinstance(v, bool | int | float | str)]
     if bad:
         raise ValueError(f"{path}: answer '{bad[0]}' must be yes/no, a number or text")
+    _finite(path, data)
     return data
 
 

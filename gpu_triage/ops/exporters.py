@@ -7,12 +7,15 @@ node_exporter's textfile collector.
 
 from __future__ import annotations
 
-import json
 import math
+import operator
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from typing import Any
 
 from gpu_triage.engine.findings import Finding, FindingsDocument
+from gpu_triage.io import jsonio
+from gpu_triage.io.escape import prom_label
 from gpu_triage.model.facts import Facts
 
 RECORD_VERSION = 1
@@ -82,202 +85,204 @@ def run_record(doc: FindingsDocument, facts: Facts | None = None) -> dict[str, A
 
 
 def jsonl_line(doc: FindingsDocument, facts: Facts | None = None) -> str:
-    return json.dumps(run_record(doc, facts), separators=(",", ":"), sort_keys=True) + "\n"
+    return jsonio.dumps(run_record(doc, facts), compact=True, sort_keys=True) + "\n"
 
 
 # --------------------------------------------------------------------------- Prometheus
 
-
-def _esc(value: object) -> str:
-    return str(value).replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
-
-
-def _labels(**labels: object) -> str:
-    inner = ",".join(f'{k}="{_esc(v)}"' for k, v in labels.items() if v is not None)
-    return "{" + inner + "}" if inner else ""
+# Each family keeps one sample per label set: a duplicate (a saved snapshot that already
+# holds the history collector, GPUs without or sharing a bus id) is folded by the family's
+# rule instead of becoming a second series with the same labels, which Prometheus rejects.
+Merge = Callable[[float, float], float]
+_SUM: Merge = operator.add
 
 
-def _num(v: float) -> str:
-    if isinstance(v, float) and not math.isfinite(v):
-        return "NaN"
-    return repr(float(v)) if isinstance(v, float) else str(v)
+def _last(_old: float, new: float) -> float:
+    return new
 
 
-class _Metrics:
+class _Family:
+    def __init__(
+        self, name: str, help_text: str, labels: tuple[str, ...], merge: Merge = _last
+    ) -> None:
+        self.name, self.help, self.labels, self.merge = name, help_text, labels, merge
+        self.samples: dict[tuple[str, ...], float] = {}
+
+    def add(self, value: float, **labels: object) -> None:
+        key = tuple(prom_label("" if labels[n] is None else labels[n]) for n in self.labels)
+        v = float(value)
+        old = self.samples.get(key)
+        self.samples[key] = v if old is None else self.merge(old, v)
+
+    def metric(self) -> Any:
+        from prometheus_client.core import GaugeMetricFamily
+
+        fam = GaugeMetricFamily(self.name, self.help, labels=list(self.labels))
+        for key, value in sorted(self.samples.items()):
+            fam.add_metric(list(key), value)
+        return fam
+
+
+class _Families:
+    """What prometheus_client's exposition reads: an object with ``collect()``."""
+
     def __init__(self) -> None:
-        self.lines: list[str] = []
+        self.families: list[_Family] = []
 
     def family(
-        self, name: str, typ: str, help_text: str, samples: list[tuple[dict[str, object], float]]
-    ) -> None:
-        self.lines.append(f"# HELP {name} {help_text}")
-        self.lines.append(f"# TYPE {name} {typ}")
-        for labels, value in samples:
-            self.lines.append(f"{name}{_labels(**labels)} {_num(value)}")
+        self, name: str, help_text: str, labels: tuple[str, ...] = (), merge: Merge = _last
+    ) -> _Family:
+        fam = _Family(name, help_text, labels, merge)
+        self.families.append(fam)
+        return fam
+
+    def collect(self) -> Iterator[Any]:
+        return (f.metric() for f in self.families)
+
+
+def gpu_labels(gpus: list[Any]) -> list[str]:
+    """One distinct ``gpu`` label per GPU: its bus id; ``index-N`` (or ``#position``)
+    without one; ``<bus>#position`` for a second GPU claiming a bus id already used."""
+    out: list[str] = []
+    used: set[str] = set()
+    for pos, g in enumerate(gpus):
+        label = g.pci_bus_id or (f"index-{g.index}" if g.index is not None else f"#{pos}")
+        if label in used:
+            label = f"{label}#{pos}"
+        used.add(label)
+        out.append(label)
+    return out
 
 
 def prometheus_text(
     doc: FindingsDocument, facts: Facts | None = None, now: datetime | None = None
 ) -> str:
-    """Text exposition format for node_exporter's textfile collector."""
-    m = _Metrics()
-    m.family(
+    """Text exposition format for node_exporter's textfile collector, written by
+    prometheus_client (its escaping is maintained upstream; label values pass
+    :func:`prom_label` first for the control characters it leaves raw)."""
+    from prometheus_client.exposition import generate_latest
+
+    reg = _Families()
+    fam = reg.family(
         "gpu_triage_finding",
-        "gauge",
         "A rule fired (value: occurrences folded into the finding).",
-        [
-            (
-                {
-                    "rule": f.rule_id,
-                    "severity": f.severity.value,
-                    "stage": f.stage.value,
-                    "gpu": _gpu_of(f),
-                    "subject": f.subject_key,
-                },
-                f.occurrences,
-            )
-            for f in doc.findings
-        ],
+        ("rule", "severity", "stage", "gpu", "subject"),
+        _SUM,
     )
-    m.family(
-        "gpu_triage_findings",
-        "gauge",
-        "Findings of the last run by severity.",
-        [({"severity": s}, getattr(doc.summary, s)) for s in ("critical", "warning", "info")],
-    )
-    m.family(
+    for f in doc.findings:
+        fam.add(
+            f.occurrences,
+            rule=f.rule_id,
+            severity=f.severity.value,
+            stage=f.stage.value,
+            gpu=_gpu_of(f),
+            subject=f.subject_key,
+        )
+    fam = reg.family("gpu_triage_findings", "Findings of the last run by severity.", ("severity",))
+    for sev in ("critical", "warning", "info"):
+        fam.add(getattr(doc.summary, sev), severity=sev)
+    fam = reg.family(
         "gpu_triage_cannot_evaluate",
-        "gauge",
         "Rules that could not be evaluated for want of facts (by rule).",
-        _count_by_rule(doc.cannot_evaluate),
+        ("rule",),
+        _SUM,
     )
-    m.family(
+    for f in doc.cannot_evaluate:
+        fam.add(1, rule=f.rule_id)
+    fam = reg.family(
         "gpu_triage_needs_confirmation",
-        "gauge",
         "Rules waiting for a person's answer (by rule).",
-        _count_by_rule(doc.needs_confirmation),
+        ("rule",),
+        _SUM,
     )
-    m.family(
+    for f in doc.needs_confirmation:
+        fam.add(1, rule=f.rule_id)
+    # One status per collector name, the last recorded (a re-evaluated snapshot carries
+    # its own "history" status, then this run's).
+    collectors = {c.name: c for c in doc.collectors}
+    up = reg.family(
         "gpu_triage_collector_up",
-        "gauge",
         "1 when the collector ran fine, 0 otherwise (state label says how).",
-        [
-            ({"collector": c.name, "state": c.state.value}, 1 if c.state.value == "ok" else 0)
-            for c in doc.collectors
-        ],
+        ("collector", "state"),
     )
-    m.family(
-        "gpu_triage_collector_duration_seconds",
-        "gauge",
-        "Collector wall time.",
-        [({"collector": c.name}, round(c.duration_s, 4)) for c in doc.collectors],
+    took = reg.family(
+        "gpu_triage_collector_duration_seconds", "Collector wall time.", ("collector",)
     )
-    m.family(
-        "gpu_triage_rules_evaluated",
-        "gauge",
-        "Rules in the rulebook evaluated.",
-        [({}, doc.summary.rules_evaluated)],
+    for c in collectors.values():
+        up.add(1 if c.state.value == "ok" else 0, collector=c.name, state=c.state.value)
+        took.add(round(c.duration_s, 4), collector=c.name)
+    reg.family("gpu_triage_rules_evaluated", "Rules in the rulebook evaluated.").add(
+        doc.summary.rules_evaluated
     )
-    m.family(
-        "gpu_triage_rules_fired",
-        "gauge",
-        "Distinct rules that fired.",
-        [({}, doc.summary.rules_fired)],
+    reg.family("gpu_triage_rules_fired", "Distinct rules that fired.").add(doc.summary.rules_fired)
+    reg.family("gpu_triage_exit_code", "0 healthy, 1 warning, 2 critical, 3 unknown.").add(
+        int(doc.exit_code)
     )
-    m.family(
-        "gpu_triage_exit_code",
-        "gauge",
-        "0 healthy, 1 warning, 2 critical, 3 unknown.",
-        [({}, int(doc.exit_code))],
-    )
-    m.family(
+    reg.family(
         "gpu_triage_engine_info",
-        "gauge",
         "Evaluator used; fallback set when it changed.",
-        [
-            (
-                {
-                    "engine": doc.engine.name,
-                    "requested": doc.engine.requested,
-                    "fallback": "yes" if doc.engine.fallback_reason else "no",
-                    "rulebook": doc.rulebook.fingerprint,
-                },
-                1,
-            )
-        ],
+        ("engine", "requested", "fallback", "rulebook"),
+    ).add(
+        1,
+        engine=doc.engine.name,
+        requested=doc.engine.requested,
+        fallback="yes" if doc.engine.fallback_reason else "no",
+        rulebook=doc.rulebook.fingerprint,
     )
     if facts is not None:
-        host = facts.host
-        driver = (host.driver_version if host else None) or next(
-            (g.driver_version for g in facts.gpus if g.driver_version), None
-        )
-        cuda = (host.cuda_version if host else None) or next(
-            (g.cuda_version for g in facts.gpus if g.cuda_version), None
-        )
-        site = facts.site
-        m.family(
-            "gpu_triage_node_info",
-            "gauge",
-            "Node software versions and placement.",
-            [
-                (
-                    {
-                        "driver_version": driver or "",
-                        "cuda_version": cuda or "",
-                        "rack": (site.rack if site else None) or "",
-                        "row": (site.row if site else None) or "",
-                    },
-                    1,
-                )
-            ],
-        )
-        m.family(
-            "gpu_triage_gpu_info",
-            "gauge",
-            "GPU identity and versions (for drift).",
-            [
-                (
-                    {
-                        "gpu": g.pci_bus_id,
-                        "name": g.name,
-                        "driver_version": g.driver_version,
-                        "vbios_version": g.vbios_version,
-                        "uuid": g.uuid,
-                    },
-                    1,
-                )
-                for g in facts.gpus
-            ],
-        )
-        xids: dict[tuple[int, str], int] = {}
-        for x in facts.xids:
-            if x.code is not None:
-                key = (x.code, x.pci_bus_id or "")
-                xids[key] = xids.get(key, 0) + 1
-        m.family(
-            "gpu_triage_xid_events",
-            "gauge",
-            "Xid events in the kernel-log window.",
-            [({"code": c, "gpu": g}, n) for (c, g), n in sorted(xids.items())],
-        )
-        temps: list[tuple[dict[str, object], float]] = [
-            ({"gpu": g.pci_bus_id}, g.temperature_gpu_c)
-            for g in facts.gpus
-            if g.temperature_gpu_c is not None
-        ]
-        m.family("gpu_triage_gpu_temperature_celsius", "gauge", "GPU core temperature.", temps)
+        _facts_families(reg, facts)
     stamp = (now or datetime.now(UTC)).timestamp()
-    m.family(
-        "gpu_triage_last_run_timestamp_seconds",
-        "gauge",
-        "When this run finished.",
-        [({}, round(stamp, 3))],
+    reg.family("gpu_triage_last_run_timestamp_seconds", "When this run finished.").add(
+        round(stamp, 3)
     )
-    return "\n".join(m.lines) + "\n"
+    return generate_latest(reg).decode("utf-8")
 
 
-def _count_by_rule(findings: list[Finding]) -> list[tuple[dict[str, object], float]]:
-    counts: dict[str, int] = {}
-    for f in findings:
-        counts[f.rule_id] = counts.get(f.rule_id, 0) + 1
-    return [({"rule": r}, n) for r, n in sorted(counts.items())]
+def _facts_families(reg: _Families, facts: Facts) -> None:
+    host = facts.host
+    driver = (host.driver_version if host else None) or next(
+        (g.driver_version for g in facts.gpus if g.driver_version), None
+    )
+    cuda = (host.cuda_version if host else None) or next(
+        (g.cuda_version for g in facts.gpus if g.cuda_version), None
+    )
+    site = facts.site
+    reg.family(
+        "gpu_triage_node_info",
+        "Node software versions and placement.",
+        ("driver_version", "cuda_version", "rack", "row"),
+    ).add(
+        1,
+        driver_version=driver or "",
+        cuda_version=cuda or "",
+        rack=(site.rack if site else None) or "",
+        row=(site.row if site else None) or "",
+    )
+    labels = gpu_labels(facts.gpus)
+    info = reg.family(
+        "gpu_triage_gpu_info",
+        "GPU identity and versions (for drift).",
+        ("gpu", "name", "driver_version", "vbios_version", "uuid"),
+    )
+    temp = reg.family("gpu_triage_gpu_temperature_celsius", "GPU core temperature.", ("gpu",))
+    for g, label in zip(facts.gpus, labels, strict=True):
+        info.add(
+            1,
+            gpu=label,
+            name=g.name,
+            driver_version=g.driver_version,
+            vbios_version=g.vbios_version,
+            uuid=g.uuid,
+        )
+        if g.temperature_gpu_c is not None and math.isfinite(g.temperature_gpu_c):
+            temp.add(g.temperature_gpu_c, gpu=label)
+    xids: dict[tuple[int, str], int] = {}
+    for x in facts.xids:
+        if x.code is not None:
+            key = (x.code, x.pci_bus_id or "")
+            xids[key] = xids.get(key, 0) + 1
+    fam = reg.family(
+        "gpu_triage_xid_events", "Xid events in the kernel-log window.", ("code", "gpu"), _SUM
+    )
+    for (code, gpu), n in sorted(xids.items()):
+        fam.add(n, code=code, gpu=gpu)

@@ -22,6 +22,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from gpu_triage.io import jsonio
+from gpu_triage.io.escape import md_code, md_text
+
 BAD = ("warning", "critical")
 
 
@@ -118,13 +121,15 @@ def _records_from_file(path: Path) -> Iterator[dict[str, Any]]:
             for n, line in enumerate(fh, 1):
                 if line.strip():
                     try:
-                        yield json.loads(line)
+                        yield jsonio.loads(line)
                     except json.JSONDecodeError as exc:
                         yield {"__error__": f"{path}:{n}: not JSON: {exc.msg}"}
+                    except jsonio.NonFiniteNumber as exc:
+                        yield {"__error__": f"{path}:{n}:{exc.col}: {exc.token}: not finite"}
         return
     try:
-        data = json.loads(path.read_text(encoding="utf-8", errors="replace"))
-    except (OSError, json.JSONDecodeError) as exc:
+        data = jsonio.loads(path.read_text(encoding="utf-8", errors="replace"))
+    except (OSError, ValueError) as exc:  # not JSON, or NaN/Infinity (jsonio)
         yield {"__error__": f"{path}: {exc}"}
         return
     yield from _records_from_document(data, path)
@@ -471,6 +476,8 @@ def _hot_spots(nodes: dict[str, NodeState], inv: Inventory, delta: float) -> lis
 
 
 def fleet_markdown(rep: FleetReport) -> str:
+    """The report for people; every value read from a node's files is escaped (md_text)."""
+    m = md_text
     lines = [
         "# gpu-triage fleet report",
         "",
@@ -478,9 +485,12 @@ def fleet_markdown(rep: FleetReport) -> str:
         "",
     ]
     if rep.errors:
-        lines += [f"{len(rep.errors)} unreadable inputs (first: {rep.errors[0]})", ""]
+        lines += [f"{len(rep.errors)} unreadable inputs (first: {m(rep.errors[0])})", ""]
     lines += ["## Top findings", "", "| rule | severity | nodes now | runs |", "|---|---|---|---|"]
-    lines += [f"| `{t.rule}` | {t.severity} | {t.nodes_now} | {t.runs} |" for t in rep.top_findings]
+    lines += [
+        f"| {md_code(t.rule, in_table=True)} | {m(t.severity)} | {t.nodes_now} | {t.runs} |"
+        for t in rep.top_findings
+    ]
     lines += [
         "",
         "## Repeat offenders",
@@ -492,25 +502,25 @@ def fleet_markdown(rep: FleetReport) -> str:
         "|---|---|---|---|---|---|",
     ]
     lines += [
-        f"| {o.node} | {o.gpu} | {o.serial} | {o.bad_runs} | {o.share_pct}% | "
-        f"{', '.join(o.rules)} |"
+        f"| {m(o.node)} | {m(o.gpu)} | {m(o.serial)} | {o.bad_runs} | {o.share_pct}% | "
+        f"{m(', '.join(o.rules))} |"
         for o in rep.repeat_gpus
     ]
     if rep.repeat_nodes:
         lines += ["", "| node | bad runs | share | rules |", "|---|---|---|---|"]
         lines += [
-            f"| {o.node} | {o.bad_runs} | {o.share_pct}% | {', '.join(o.rules)} |"
+            f"| {m(o.node)} | {o.bad_runs} | {o.share_pct}% | {m(', '.join(o.rules))} |"
             for o in rep.repeat_nodes
         ]
     lines += ["", "## Version drift", ""]
     if not rep.drift:
         lines.append("No drift: every node runs the same driver and VBIOS per GPU model.")
     for d in rep.drift:
-        scope = f" ({d.scope})" if d.scope else ""
+        scope = f" ({m(d.scope)})" if d.scope else ""
         lines.append(
-            f"- **{d.what}{scope}**: majority {d.majority} on {d.majority_nodes} nodes; "
+            f"- **{m(d.what)}{scope}**: majority {m(d.majority)} on {d.majority_nodes} nodes; "
             + "; ".join(
-                f"{v} on {', '.join(h[:5])}{' ...' if len(h) > 5 else ''}"
+                f"{m(v)} on {m(', '.join(h[:5]))}{' ...' if len(h) > 5 else ''}"
                 for v, h in d.outliers.items()
             )
         )
@@ -520,14 +530,14 @@ def fleet_markdown(rep: FleetReport) -> str:
     for x in rep.xid_spread:
         lines.append(
             f"- Xid {x.code} on {x.nodes} of {x.nodes_on_driver} nodes running driver "
-            f"{x.driver} ({x.gpus} GPUs): **{x.verdict}**"
+            f"{m(x.driver)} ({x.gpus} GPUs): **{m(x.verdict)}**"
         )
     lines += ["", "## Hot racks and rows", ""]
     if not rep.hot_spots:
         lines.append("No rack or row runs hotter than the fleet.")
     for h in rep.hot_spots:
         lines.append(
-            f"- {h.level} {h.name}: {h.mean_temp_c} °C mean over {h.gpus} GPUs "
+            f"- {m(h.level)} {m(h.name)}: {h.mean_temp_c} °C mean over {h.gpus} GPUs "
             f"(fleet {h.fleet_mean_c} °C)"
         )
     return "\n".join(lines) + "\n"

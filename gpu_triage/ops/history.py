@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from gpu_triage.engine.findings import Cleared, FindingsDocument
-from gpu_triage.io.files import write_atomic
+from gpu_triage.io.files import read_text, write_atomic
 from gpu_triage.model.facts import XidHistory
 from gpu_triage.model.snapshot import HISTORY_SOURCE, CollectorState, CollectorStatus, Snapshot
 from gpu_triage.ops.counters import CounterLedger
@@ -120,10 +120,13 @@ class History:
     @classmethod
     def load(cls, path: Path | None) -> History:
         h = cls(path=path)
-        if path is None or not path.exists():
+        if path is None:
             return h
         try:
-            data = json.loads(path.read_text())
+            text = read_text(path)  # no symlink, our own file (gpu_triage.io.files)
+            if text is None:
+                return h
+            data = json.loads(text)
             for k, v in data.get("seen", {}).items():
                 h.seen[k] = Seen(
                     v["rule_id"],
@@ -183,4 +186,4 @@ class History:
             "xids": self.xids.to_json(),
             "counters": self.counters.to_json(),
         }
-        write_atomic(self.path, json.dumps(data, indent=1) + "\n")
+        write_atomic(self.path, json.dumps(data, indent=1) + "\n", mode=0o600)

@@ -17,6 +17,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from gpu_triage.engine.findings import Finding, FindingsDocument
+from gpu_triage.io import jsonio
 
 NPD_OK, NPD_NONOK, NPD_UNKNOWN = 0, 1, 2
 NPD_MAX_OUTPUT = 80  # node-problem-detector's default max_output_length
@@ -53,7 +54,7 @@ def npd_verdict(
 def read_recent_findings(path: Path, max_age_s: float) -> tuple[FindingsDocument | None, str]:
     """The findings file an unattended run wrote, if it is fresh enough to trust."""
     try:
-        doc = FindingsDocument.model_validate_json(path.read_text())
+        doc = FindingsDocument.model_validate(jsonio.loads(path.read_text()))
     except (OSError, ValueError) as exc:
         return None, f"cannot read {path}: {str(exc).splitlines()[0]}"
     age = datetime.now(UTC) - doc.generated_at

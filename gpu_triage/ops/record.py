@@ -16,7 +16,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from gpu_triage.io.files import append_line, write_atomic
+from gpu_triage.io import jsonio
+from gpu_triage.io.files import append_line, ensure_file, write_atomic
+
+PRIVATE = 0o600  # incident records hold command output: their owner's only
 
 RECORD_VERSION = 1
 MAX_OUTPUT_IN_RECORD = 200_000  # characters of one command's output kept in the record
@@ -44,15 +47,13 @@ class IncidentRecord:
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        if not self.path.exists():
-            # Outputs may hold hostnames and process names: readable by its owner only.
-            fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-            os.close(fd)
+        # Outputs may hold hostnames and process names: readable by its owner only.
+        ensure_file(self.path, mode=PRIVATE)
 
     # ------------------------------------------------------------------ writing
     def append(self, kind: str, **data: Any) -> dict[str, Any]:
         entry: dict[str, Any] = {"ts": _now(), "kind": kind, **data}
-        append_line(self.path, json.dumps(entry, default=str, ensure_ascii=False))
+        append_line(self.path, jsonio.dumps(entry, default=str), mode=PRIVATE)
         return entry
 
     def opened(self, *, source: str, hostname: str, rulebook: str, engine: str) -> None:
@@ -147,8 +148,8 @@ class IncidentRecord:
         directory = directory or self.path.parent
         md = directory / f"{self.path.stem}.md"
         js = directory / f"{self.path.stem}.json"
-        write_atomic(md, to_markdown(entries))
-        write_atomic(js, to_json(entries))
+        write_atomic(md, to_markdown(entries), mode=PRIVATE)
+        write_atomic(js, to_json(entries), mode=PRIVATE)
         return md, js
 
 
@@ -181,12 +182,7 @@ def read_entries(path: Path) -> list[dict[str, Any]]:
 
 
 def to_json(entries: list[dict[str, Any]]) -> str:
-    return (
-        json.dumps(
-            {"record_version": RECORD_VERSION, "events": entries}, indent=2, ensure_ascii=False
-        )
-        + "\n"
-    )
+    return jsonio.dumps({"record_version": RECORD_VERSION, "events": entries}, indent=2) + "\n"
 
 
 def _fence(text: str) -> str:

@@ -1,27 +1,41 @@
-"""The findings document as a Markdown report for people."""
+"""The findings document as a Markdown report for people.
+
+Every value in it may come from the node (GPU names, hostnames, process names, log
+lines): each goes through :func:`md_text` or :func:`md_code`, so none can end a table row,
+start a heading or carry HTML into a rendered report."""
 
 from __future__ import annotations
 
 import shlex
 
 from gpu_triage.engine.findings import Finding, FindingsDocument
+from gpu_triage.io.escape import md_code, md_text
 
 
 def _value(v: object) -> str:
     if isinstance(v, float):
         return f"{v:g}"
-    return "—" if v is None else str(v)
+    return "—" if v is None else md_text(v)
+
+
+def _words(text: str) -> str:
+    return md_text(" ".join(text.split()))
 
 
 def findings_markdown(doc: FindingsDocument) -> str:
     s = doc.summary
     lines = [
-        f"# gpu-triage report: {doc.hostname or 'unknown host'}",
+        f"# gpu-triage report: {md_text(doc.hostname or 'unknown host')}",
         "",
-        f"- Snapshot: {doc.snapshot_taken_at or 'unknown'} ({doc.snapshot_source or 'live'})",
-        f"- Engine: {doc.engine.name}"
-        + (f" (fallback: {doc.engine.fallback_reason})" if doc.engine.fallback_reason else ""),
-        f"- Rulebook: {doc.rulebook.rules} rules, fingerprint {doc.rulebook.fingerprint}",
+        f"- Snapshot: {doc.snapshot_taken_at or 'unknown'} "
+        f"({md_text(doc.snapshot_source or 'live')})",
+        f"- Engine: {md_text(doc.engine.name)}"
+        + (
+            f" (fallback: {md_text(doc.engine.fallback_reason)})"
+            if doc.engine.fallback_reason
+            else ""
+        ),
+        f"- Rulebook: {doc.rulebook.rules} rules, fingerprint {md_text(doc.rulebook.fingerprint)}",
         f"- Findings: {s.critical} critical, {s.warning} warning, {s.info} info; "
         f"{s.cannot_evaluate} cannot evaluate; {s.needs_confirmation} need confirmation",
         "",
@@ -29,7 +43,9 @@ def findings_markdown(doc: FindingsDocument) -> str:
     if doc.collectors:
         lines += ["| collector | state | seconds | error |", "|---|---|---|---|"]
         for c in doc.collectors:
-            lines.append(f"| {c.name} | {c.state.value} | {c.duration_s:.2f} | {c.error} |")
+            lines.append(
+                f"| {md_text(c.name)} | {c.state.value} | {c.duration_s:.2f} | {md_text(c.error)} |"
+            )
         lines.append("")
     if not doc.findings:
         lines += ["No rule fired.", ""]
@@ -38,49 +54,60 @@ def findings_markdown(doc: FindingsDocument) -> str:
     if doc.needs_confirmation:
         lines += ["## Needs confirmation", ""]
         for f in doc.needs_confirmation:
-            qs = "; ".join(q.text.strip() for q in f.questions)
-            lines.append(f"- **{f.title}** (`{f.rule_id}`, {f.subject}): {qs}")
+            qs = "; ".join(_words(q.text) for q in f.questions)
+            lines.append(
+                f"- **{md_text(f.title)}** ({md_code(f.rule_id)}, {md_text(f.subject)}): {qs}"
+            )
         lines.append("")
     if doc.cannot_evaluate:
         lines += ["## Cannot evaluate", ""]
         for f in doc.cannot_evaluate:
             miss = "; ".join(
-                f"{m.path} ({m.reason}{': ' + m.detail if m.detail else ''})" for m in f.missing
+                md_text(f"{m.path} ({m.reason}{': ' + m.detail if m.detail else ''})")
+                for m in f.missing
             )
-            lines.append(f"- `{f.rule_id}` on {f.subject}: {miss}")
+            lines.append(f"- {md_code(f.rule_id)} on {md_text(f.subject)}: {miss}")
         lines.append("")
     return "\n".join(lines).rstrip() + "\n"
 
 
 def _finding(f: Finding) -> list[str]:
     out = [
-        f"## [{f.severity.value.upper()}] {f.title}",
+        f"## [{f.severity.value.upper()}] {md_text(f.title)}",
         "",
-        f"*{f.subject}* · stage {f.stage.value} · rule `{f.rule_id}` v{f.rule_version} "
-        f"({f.rulebook})",
+        f"*{md_text(f.subject)}* · stage {f.stage.value} · rule {md_code(f.rule_id)} "
+        f"v{f.rule_version} ({md_text(f.rulebook)})",
         "",
-        f"- **Symptom:** {' '.join(f.symptom.split())}",
-        f"- **Cause:** {' '.join(f.cause.split())}",
-        f"- **Fix:** {' '.join(f.fix.split())}",
+        f"- **Symptom:** {_words(f.symptom)}",
+        f"- **Cause:** {_words(f.cause)}",
+        f"- **Fix:** {_words(f.fix)}",
         "",
         "| evidence | value | unit | source |",
         "|---|---|---|---|",
     ]
     for e in f.evidence:
-        value = _value(e.value) if e.unavailable is None else f"unavailable ({e.unavailable})"
-        out.append(f"| `{e.path}` | {value} | {e.unit} | {e.source} |")
+        value = (
+            _value(e.value) if e.unavailable is None else f"unavailable ({md_text(e.unavailable)})"
+        )
+        out.append(
+            f"| {md_code(e.path, in_table=True)} | {value} | {md_text(e.unit)} "
+            f"| {md_text(e.source)} |"
+        )
     out.append("")
     if f.competing:
         out += ["Competing causes:", ""]
         for c in f.competing:
-            out.append(f"- {c.title} (`{c.rule_id}`): {c.status}: {c.reason}")
+            out.append(
+                f"- {md_text(c.title)} ({md_code(c.rule_id)}): {md_text(c.status)}: "
+                f"{md_text(c.reason)}"
+            )
         out.append("")
     if f.runbook:
         out += ["Runbook:", ""]
         for i, step in enumerate(f.runbook, 1):
-            cmd = f" `{shlex.join(step.command)}`" if step.command else ""
-            out.append(f"{i}. {step.title}{cmd}: {' '.join(step.decision.split())}")
+            cmd = f" {md_code(shlex.join(step.command))}" if step.command else ""
+            out.append(f"{i}. {md_text(step.title)}{cmd}: {_words(step.decision)}")
         out.append("")
-    out.append("References: " + ", ".join(f.references))
+    out.append("References: " + ", ".join(md_text(r) for r in f.references))
     out.append("")
     return out

@@ -1,7 +1,9 @@
 """Unattended runs: evaluate, write findings for machines, and the `--interval` loop.
 
 Nothing here imports Textual. Writes are atomic (JSON, Markdown, Prometheus) or whole
-appended lines (JSONL), under a lock so concurrent runs take turns.
+appended lines (JSONL), by the model of :mod:`gpu_triage.io.files`. One run holds the locks
+of all its outputs and of its state file from reading the state to writing it back, so
+concurrent runs take turns and never lose each other's first-seen times.
 """
 
 from __future__ import annotations
@@ -19,7 +21,14 @@ from typing import Any
 from gpu_triage.engine.compiler import Rulebook
 from gpu_triage.engine.evaluate import evaluate
 from gpu_triage.engine.findings import FindingsDocument
-from gpu_triage.io.files import append_line, locked, write_atomic
+from gpu_triage.io import jsonio
+from gpu_triage.io.files import (
+    DEFAULT_LOCK_TIMEOUT_S,
+    DEFAULT_MODE,
+    append_line,
+    locked,
+    write_atomic,
+)
 from gpu_triage.model.facts import Facts
 from gpu_triage.model.snapshot import Snapshot
 from gpu_triage.ops.history import History
@@ -29,7 +38,7 @@ FORMATS = ("json", "jsonl", "markdown", "prometheus")
 
 def render(doc: FindingsDocument, facts: Facts | None, fmt: str) -> str:
     if fmt == "json":
-        return doc.model_dump_json(indent=2) + "\n"
+        return jsonio.dump_model(doc, indent=2) + "\n"
     if fmt == "markdown":
         from gpu_triage.ops.report import findings_markdown
 
@@ -43,17 +52,24 @@ def render(doc: FindingsDocument, facts: Facts | None, fmt: str) -> str:
     raise ValueError(f"unknown format {fmt!r}")
 
 
-def write_output(doc: FindingsDocument, facts: Facts | None, fmt: str, out: Path | None) -> None:
+def write_output(
+    doc: FindingsDocument,
+    facts: Facts | None,
+    fmt: str,
+    out: Path | None,
+    *,
+    mode: int = DEFAULT_MODE,
+) -> None:
+    """Write one format; the caller holds the lock (see :func:`run_once`)."""
     text = render(doc, facts, fmt)
     if out is None:
         sys.stdout.write(text)
         sys.stdout.flush()
         return
-    with locked(out):
-        if fmt == "jsonl":
-            append_line(out, text)
-        else:
-            write_atomic(out, text)
+    if fmt == "jsonl":
+        append_line(out, text, mode=mode)
+    else:
+        write_atomic(out, text, mode=mode)
 
 
 # --------------------------------------------------------------------------- runs
@@ -69,6 +85,8 @@ class RunSpec:
     get_snapshot: Callable[[], tuple[Snapshot, str]]
     history: History
     also: list[tuple[str, Path]] = field(default_factory=list)  # more (format, path) outputs
+    lock_timeout: float = DEFAULT_LOCK_TIMEOUT_S
+    mode: int = DEFAULT_MODE  # of the outputs (the state file stays 0600)
 
 
 SEVERITIES = ("info", "warning", "critical")
@@ -76,20 +94,26 @@ SEVERITIES = ("info", "warning", "critical")
 
 def run_once(spec: RunSpec, now: datetime | None = None) -> FindingsDocument:
     snap, source = spec.get_snapshot()
-    now = now or datetime.now(UTC)
-    spec.history.xids.prepare(snap)
-    spec.history.counters.prepare(snap, now)
-    doc = evaluate(snap, spec.book, engine=spec.engine, source=source)
-    spec.history.xids.record(snap, now)
-    spec.history.counters.record(snap, now)
-    if spec.min_severity != "info":
-        floor = SEVERITIES.index(spec.min_severity)
-        doc.findings = [f for f in doc.findings if SEVERITIES.index(f.severity.value) >= floor]
-    spec.history.apply(doc, now)
-    write_output(doc, snap.facts, spec.fmt, spec.out)
-    for fmt, path in spec.also:
-        write_output(doc, snap.facts, fmt, path)
-    spec.history.save()
+    outputs = [spec.out, *(path for _, path in spec.also)]
+    # Collection is done; from reading the state to writing it back, every file this run
+    # writes is locked, so a concurrent run waits instead of losing this one's update.
+    with locked(*outputs, spec.history.path, timeout=spec.lock_timeout):
+        if spec.history.path is not None:
+            spec.history = History.load(spec.history.path)
+        now = now or datetime.now(UTC)
+        spec.history.xids.prepare(snap)
+        spec.history.counters.prepare(snap, now)
+        doc = evaluate(snap, spec.book, engine=spec.engine, source=source)
+        spec.history.xids.record(snap, now)
+        spec.history.counters.record(snap, now)
+        if spec.min_severity != "info":
+            floor = SEVERITIES.index(spec.min_severity)
+            doc.findings = [f for f in doc.findings if SEVERITIES.index(f.severity.value) >= floor]
+        spec.history.apply(doc, now)
+        write_output(doc, snap.facts, spec.fmt, spec.out, mode=spec.mode)
+        for fmt, path in spec.also:
+            write_output(doc, snap.facts, fmt, path, mode=spec.mode)
+        spec.history.save()
     return doc
 
 

@@ -288,7 +288,7 @@ def test_redacted_snapshot_holds_no_identifiers(tmp_path: Path) -> None:
     assert doc["redacted"] is True and doc["hostname"] != host
     assert not re.search(rf"(?<![\w-]){re.escape(host)}(?![\w-])", text)
     r = subprocess.run(
-        [sys.executable, "-m", "gpu_triage", "run", "--snapshot", str(out), "--out", os.devnull],
+        [sys.executable, "-m", "gpu_triage", "run", "--snapshot", str(out)],
         capture_output=True,
         text=True,
     )

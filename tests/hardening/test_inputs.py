@@ -50,7 +50,7 @@ def test_yaml_bomb_and_control_characters() -> None:
     [
         ("[" * 100_000, "nested too deeply"),
         ('{"schema_version": ' + "9" * 50_000 + "}", "unreadable JSON value"),
-        ('{"schema_version": 1, "facts": {"gpus": [{"index": 1e999}]}}', "facts.gpus.0.index"),
+        ('{"schema_version": 1, "facts": {"gpus": [{"index": 1e999}]}}', "1:52: 1e999 is not"),
         ("\x00\x01garbage", "not valid JSON"),
     ],
     ids=["deep", "huge-int", "infinite-float", "binary"],

@@ -37,10 +37,9 @@ def cli(*args: str, **kw) -> subprocess.CompletedProcess[str]:
         ("no-gpu-collector.json", 0),
     ],
 )
-def test_exit_codes(snapshot: str, code: int) -> None:
-    assert (
-        cli("run", "--snapshot", str(SNAPSHOTS / snapshot), "--out", os.devnull).returncode == code
-    )
+def test_exit_codes(snapshot: str, code: int, tmp_path: Path) -> None:
+    out = str(tmp_path / "f.json")
+    assert cli("run", "--snapshot", str(SNAPSHOTS / snapshot), "--out", out).returncode == code
 
 
 def test_exit_code_unknown_when_rulebook_breaks(tmp_path: Path) -> None:
@@ -58,7 +57,7 @@ def test_exit_code_unknown_when_every_collector_failed(tmp_path: Path) -> None:
     snap.facts.host = None
     p = tmp_path / "s.json"
     p.write_text(snap.model_dump_json())
-    assert cli("run", "--snapshot", str(p), "--out", os.devnull).returncode == 3
+    assert cli("run", "--snapshot", str(p), "--out", str(tmp_path / "f.json")).returncode == 3
 
 
 def test_json_validates_against_published_schema(tmp_path: Path) -> None:

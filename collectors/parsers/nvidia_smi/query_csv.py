@@ -103,6 +103,8 @@ def parse_compute_apps_csv(
                     proc.used_memory_mib = _mib(m.group(1), m.group(2)) if m else None
             elif role == "bus":
                 proc.gpu_pci_bus_id = normalize_pci_bus_id(raw)
+        # a query without pid (process_name,used_memory) still lists processes
+        ok = ok or ("pid" not in cur_roles and bool(proc.name or proc.used_memory_mib is not None))
         if ok:
             out.append(proc)
     if not out and rows and not header:
