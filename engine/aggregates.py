@@ -277,12 +277,12 @@ class Index:
             )
             try:
                 state = verdicts.get(fkey, _UNSET)
+                shared = True
             except TypeError:  # an unhashable value: no sharing
-                state = _UNSET
-                fkey = None
+                state, shared = _UNSET, False
             if state is _UNSET:
                 state = _and3(ev.eval(f, u.item).value for f in plan.filters)
-                if fkey is not None:
+                if shared:
                     verdicts[fkey] = state
             if state is False:
                 continue
