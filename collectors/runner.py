@@ -22,6 +22,7 @@ from typing import Any
 from gpu_triage.collectors.base import CollectContext, Collector, CollectorUnavailable
 from gpu_triage.collectors.merge import merge_fields
 from gpu_triage.collectors.nvml import NvmlCollector, normalize_bus_id
+from gpu_triage.io.node_identity import local_identity
 from gpu_triage.model.catalog import kinds as catalog_kinds
 from gpu_triage.model.facts import Facts
 from gpu_triage.model.snapshot import CollectorState, CollectorStatus, RawOutput, Snapshot
@@ -164,9 +165,12 @@ def collect_snapshot(
     tie_to_gpus(facts)
     hostname = (facts.host.hostname if facts.host else None) or socket.gethostname()
     ctx.raw[:] = raw
+    identity = local_identity(ctx.root)
     return Snapshot(
         taken_at=taken_at,
         hostname=hostname,
+        node_id=identity.node_id,
+        boot_id=identity.boot_id,
         window_s=ctx.window_s,
         description=description,
         facts=facts,

@@ -18,6 +18,7 @@ from gpu_triage import __version__
 from gpu_triage.cli import (
     check,
     collect,
+    diff,
     explain,
     facts,
     fleet,
@@ -45,6 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
     fleet.add_parser(sub)
     check.add_parser(sub)
     facts.add_parser(sub)
+    diff.add_parser(sub)
     return ap
 
 
@@ -62,6 +64,8 @@ def main(argv: list[str] | None = None) -> int:
             return rules.cmd_rules(args, ap)
         if args.command == "facts":
             return facts.cmd_facts(args, ap)
+        if args.command == "diff":
+            return diff.cmd_diff(args)
         if args.command == "fleet":
             return fleet.cmd_fleet(args)
         if args.command in ("npd", "slurm-healthcheck"):

@@ -740,6 +740,9 @@ class JobMetrics(FactModel):
     throughput_per_gpu_fewer_nodes: float | None = fact(
         "samples/s", "throughput per GPU measured with fewer nodes"
     )
+    command: list[str] = fact(
+        "", "the job's command line as an argument list (runbook steps rerun it)", default=[]
+    )
 
     @computed_field(  # type: ignore[prop-decorator]
         description="slowest rank's step time over the fastest rank's, minus one",
