@@ -31,6 +31,9 @@ from gpu_triage.model.snapshot import CollectorState, CollectorStatus, RawOutput
 # collector (attribute ``budget_s``) says otherwise: one command timeout plus slack.
 DEFAULT_BUDGET_S = 15.0
 
+# Kinds a collector that stops as unavailable may still deliver: the record of why.
+FAILURE_EVIDENCE = ("driver", "error")
+
 ProgressFn = Callable[[str, CollectorState | None], None]
 
 
@@ -151,6 +154,11 @@ def collect_snapshot(
         produced: list[str] = []
         if r.state is CollectorState.OK:
             produced = _merge(facts, r.facts, tuple(getattr(r.collector, "kinds", ())))
+        elif r.state in (CollectorState.UNAVAILABLE, CollectorState.FAILED):
+            # How a collector failed can be evidence (NVML's init error names a broken
+            # driver): keep those facts, nothing else it may have half filled.
+            declared = tuple(getattr(r.collector, "kinds", ()))
+            produced = _merge(facts, r.facts, tuple(k for k in FAILURE_EVIDENCE if k in declared))
         # A timed-out collector's raw list may still grow: copy what is there now.
         raw.extend(list(r.ctx.raw))
         statuses.append(

@@ -589,8 +589,13 @@ class CompetingCauses:
         related = [binds[i] for i in idx] if idx else binds
         title = render_text(other.rule.title, Evaluator(inp, related[0] if related else {}, concl))
         # One evaluation per distinct set of values the rule reads (classes keep order).
+        # No binding at all (a node where the driver enumerates no GPU): nothing to try.
         classes = (
-            binding_classes(related, read_fields([other])) if len(related) > 1 else [[0]]
+            binding_classes(related, read_fields([other]))
+            if len(related) > 1
+            else [[0]]
+            if related
+            else []
         )
         first_unknown: Binding | None = None
         for c in classes:

@@ -18,6 +18,38 @@ if TYPE_CHECKING:
 TextParserFn = Callable[[str, str], Facts]
 
 
+def error_text(text: str, source: str = "error text") -> Facts:
+    from gpu_triage.collectors.parsers.error_text import parse_error_text
+
+    return parse_error_text(text, source)
+
+
+def _with_error_text(parse: Callable[[str, str], Facts]) -> Callable[[str, str], Facts]:
+    """nvidia-smi prints an error instead of its table when the driver is broken: that
+    error is the most diagnostic line there is, so it becomes facts too (and a paste that
+    holds only the error is read, not rejected)."""
+
+    def parser(text: str, source: str = "nvidia-smi") -> Facts:
+        from gpu_triage.collectors.parsers.error_text import scan_error_text
+
+        events, driver = scan_error_text(text, source)
+        has_driver = driver.nvml_init is not None or driver.library_version is not None
+        try:
+            facts = parse(text, source)
+        except ParseError:
+            if not events and not has_driver:
+                raise
+            facts = Facts()
+        facts.errors = events
+        if has_driver:
+            facts.driver = driver
+        return facts
+
+    parser.__doc__ = parse.__doc__
+    return parser
+
+
+@_with_error_text
 def nvidia_smi_table(text: str, source: str = "nvidia-smi") -> Facts:
     from gpu_triage.collectors.parsers.nvidia_smi.table import parse_nvidia_smi_table
 
@@ -39,6 +71,7 @@ def _driver_host(driver: str | None, cuda: str | None, count: int | None) -> Hos
     )
 
 
+@_with_error_text
 def nvidia_smi_q(text: str, source: str = "nvidia-smi -q") -> Facts:
     from gpu_triage.collectors.parsers.nvidia_smi.full import parse_nvidia_smi_q
 

@@ -45,6 +45,7 @@ PARSERS: dict[str, str] = {
     "proc-pressure-io": "gpu_triage.collectors.parsers.adapters:proc_pressure_io",
     "proc-pressure-memory": "gpu_triage.collectors.parsers.adapters:proc_pressure_memory",
     "kubectl-events": "gpu_triage.collectors.parsers.adapters:kubectl_events",
+    "error-text": "gpu_triage.collectors.parsers.adapters:error_text",
 }
 
 

@@ -125,6 +125,10 @@ SAMPLES = {
             "p": "p2p_prop",
         }.items()
     },
+    "error-text": (
+        DATA / "incidents/011-container-timeout-persistence-mode-off/docker-run.txt",
+        lambda f: [e.cause for e in f.errors] == ["container_driver_timeout"],
+    ),
 }
 
 COMPUTE_APPS = (
