@@ -33,6 +33,9 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+# The compiled-rulebook cache of this run goes to a temporary directory (as root it would
+# be /var/cache/gpu-triage).
+os.environ.setdefault("GPU_TRIAGE_CACHE_DIR", tempfile.mkdtemp(prefix="bench-cache-"))
 
 from gpu_triage.engine.compiler import Rulebook, compile_rulebook, load_rulebook  # noqa: E402
 from gpu_triage.engine.durable_backend import DurableBackend  # noqa: E402
