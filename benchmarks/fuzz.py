@@ -59,6 +59,7 @@ def seeds_for(target: str) -> list[bytes]:
         "proc-stat": ["proc"],
         "proc-pressure": ["proc"],
         "nvidia-smi-topo-p2p": ["topo"],
+        "error-text": [],
     }
     # variants of one parser (nvidia-smi-topo-p2p-r, proc-pressure-io) share its seeds
     for name in list(by_parser):
@@ -82,6 +83,9 @@ def seeds_for(target: str) -> list[bytes]:
     if target == "snapshot":
         files = sorted((ROOT / "tests" / "data" / "snapshots").glob("*.json"))
         return [f.read_bytes() for f in files]
+    if target == "error-text":  # what responders paste: the incidents' files
+        incidents = ROOT / "tests" / "data" / "incidents"
+        return [f.read_bytes() for f in sorted(incidents.glob("*/*")) if f.suffix != ".yaml"]
     if target == "compute-apps":
         return [b"pid, process_name, used_gpu_memory [MiB]\n2871, python, 70000 MiB\n"]
     if target == "intake":  # every format, and sessions of them with prompts

@@ -29,6 +29,7 @@ from gpu_triage.collectors.parsers.meminfo import fill_host_from_meminfo, parse_
 from gpu_triage.collectors.parsers.pressure import parse_pressure
 from gpu_triage.model.facts import (
     DiskFacts,
+    DriverFacts,
     FactModel,
     Facts,
     HostFacts,
@@ -45,6 +46,13 @@ NVIDIA_VENDOR = "0x10de"
 GPU_CLASSES = ("0x0300", "0x0302")  # VGA-compatible and 3D controllers
 SECTOR_BYTES = 512  # /proc/diskstats counts 512-byte sectors whatever the device
 _BDF = re.compile(r"^[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]$")
+_NVML_LIB = re.compile(r"^libnvidia-ml\.so\.(\d{3,}\.\d{1,3}(?:\.\d{1,3})?)$")
+NVML_LIBRARY_DIRS = (
+    ("usr", "lib", "x86_64-linux-gnu"),
+    ("usr", "lib64"),
+    ("usr", "lib", "aarch64-linux-gnu"),
+    ("usr", "lib"),
+)
 _NUMBER = re.compile(r"(\d+(?:\.\d+)?)")
 # Partitions and pseudo devices, for when /sys/block cannot tell us what is a disk.
 _NOT_A_DISK = re.compile(
@@ -168,7 +176,7 @@ class HostCollector:
     """CPU, memory, PSI, load, disks, NICs, InfiniBand ports and PCIe links of the node."""
 
     name = NAME
-    kinds = ("host", "disk", "nic", "ib", "pcie")
+    kinds = ("host", "disk", "nic", "ib", "pcie", "driver")
 
     def __init__(self, sleep: Callable[[float], None] | None = None) -> None:
         # Tests inject a sleep that rewrites the counter files to their second sample.
@@ -191,7 +199,7 @@ class HostCollector:
         self._memory(ctx, host)
         self._pressure(ctx, host)
         self._numa(ctx, host)
-        self._driver(ctx, host)
+        facts.driver = self._driver(ctx, host)
         links: dict[str, PcieLinkFacts] = {}
         self._gpus(ctx, host, links)
         facts.nics = self._nics(ctx, links)
@@ -419,7 +427,11 @@ class HostCollector:
             return
         host.numa_nodes = len(nodes)
 
-    def _driver(self, ctx: CollectContext, host: HostFacts) -> None:
+    def _driver(self, ctx: CollectContext, host: HostFacts) -> DriverFacts:
+        """The kernel module (/proc/driver/nvidia/version), the user-space NVML library
+        (libnvidia-ml.so.<version>) and nouveau: when they disagree NVML cannot start,
+        and these are the facts that say why."""
+        driver = DriverFacts(source="/proc/driver/nvidia, /sys/module, libnvidia-ml")
         text, why = read_file(ctx.path("proc", "driver", "nvidia", "version"))
         version = None
         if text:
@@ -427,13 +439,50 @@ class HostCollector:
             line = next((ln for ln in text.splitlines() if "NVRM" in ln), "")
             m = re.search(r"\s(\d{3,}\.\d+(?:\.\d+)?)\s", line + " ")
             version = m.group(1) if m else None
+        module_dir = ctx.path("sys", "module", "nvidia")
+        driver.kernel_module_loaded = bool(text) or module_dir.is_dir()
+        driver.nouveau_loaded = ctx.path("sys", "module", "nouveau").is_dir()
         if version:
             host.driver_version = version
+            driver.kernel_module_version = version
         else:
             detail = "nvidia kernel module not loaded" if why else "no version in the file"
-            host.mark_unavailable(
-                "driver_version", why.reason if why else UnavailableReason.ERROR, detail
+            reason = why.reason if why else UnavailableReason.ERROR
+            host.mark_unavailable("driver_version", reason, detail)
+            driver.mark_unavailable("kernel_module_version", reason, detail)
+        library = self._nvml_library_version(ctx)
+        if library:
+            driver.library_version = library
+        else:
+            driver.mark_unavailable(
+                "library_version", UnavailableReason.NOT_SUPPORTED, "no libnvidia-ml.so.<version>"
             )
+        return driver
+
+    def _nvml_library_version(self, ctx: CollectContext) -> str | None:
+        """The version the loader gets for libnvidia-ml.so.1: the name its link points to
+        (read, not followed: a planted link only changes a name), else the only versioned
+        file beside it."""
+        for parts in NVML_LIBRARY_DIRS:
+            base = ctx.path(*parts)
+            try:
+                target = os.readlink(base / "libnvidia-ml.so.1")
+            except OSError:
+                target = ""
+            m = _NVML_LIB.search(os.path.basename(target))
+            if m:
+                return m.group(1)
+            try:
+                found = {
+                    m.group(1)
+                    for name in os.listdir(base)
+                    if name.startswith("libnvidia-ml.so.") and (m := _NVML_LIB.search(name))
+                }
+            except OSError:
+                continue
+            if len(found) == 1:
+                return found.pop()
+        return None
 
     # ------------------------------------------------------------------ PCI devices
 

@@ -63,7 +63,7 @@ def update_facts(base: Facts, update: Facts) -> list[str]:
             if match is None and fallback is not None:
                 match = index.get(f"#{fallback}")
             if match is None and name == "gpu":  # one side knows only the index (topo -m)
-                match = _gpu_match(current, item)
+                match = _Gpus(current).match(item)
             if match is None:
                 current.append(item.model_copy(deep=True))
             else:
@@ -72,18 +72,37 @@ def update_facts(base: Facts, update: Facts) -> list[str]:
     return changed
 
 
-def _gpu_match(current: list[Any], item: Any) -> Any | None:
-    """The GPU ``item`` describes: same bus id, else (when one side has no bus id) the
-    same index, so topo -m's GPU3 and nvidia-smi's GPU 3 at 0000:5d:00.0 are one."""
-    for g in current:
-        if item.pci_bus_id and g.pci_bus_id == item.pci_bus_id:
-            return g
-    if item.index is None:
-        return None
-    for g in current:
-        if g.index == item.index and (not item.pci_bus_id or not g.pci_bus_id):
-            return g
-    return None
+class _Gpus:
+    """Finds the GPU an item describes: same bus id, else (when one side has no bus id)
+    the same index, so topo -m's GPU3 and nvidia-smi's GPU 3 at 0000:5d:00.0 are one.
+    Dict lookups: folding many parts stays linear."""
+
+    def __init__(self, current: list[Any]) -> None:
+        self.by_bus: dict[str, Any] = {}
+        self.by_index: dict[int, Any] = {}  # first GPU with this index
+        self.no_bus: dict[int, Any] = {}  # first GPU with this index and no bus id
+        for g in current:
+            self.add(g)
+
+    def add(self, g: Any) -> None:
+        if g.pci_bus_id:
+            self.by_bus.setdefault(g.pci_bus_id, g)
+        index = g.index
+        if index is not None:
+            self.by_index.setdefault(index, g)
+            if not g.pci_bus_id:
+                self.no_bus.setdefault(index, g)
+            elif self.no_bus.get(index) is g:  # it has a bus id now
+                del self.no_bus[index]
+
+    def match(self, item: Any) -> Any | None:
+        if item.pci_bus_id and item.pci_bus_id in self.by_bus:
+            return self.by_bus[item.pci_bus_id]
+        if item.index is None:
+            return None
+        if not item.pci_bus_id:
+            return self.by_index.get(item.index)
+        return self.no_bus.get(item.index)
 
 
 def _process_key(p: Any) -> tuple[Any, ...]:
@@ -101,6 +120,7 @@ def combine_facts(parts: Sequence[Facts]) -> Facts:
     fill or update their fields."""
     base = Facts()
     events: dict[str, list[list[Any]]] = {}
+    indexes: dict[str, dict[Any, Any] | _Gpus] = {}  # per kind, kept across parts
     for part in parts:
         for name, info in kinds().items():
             new = getattr(part, info.attr)
@@ -118,7 +138,8 @@ def combine_facts(parts: Sequence[Facts]) -> Facts:
                 continue
             current = getattr(base, info.attr)
             if name == "process":
-                seen = {_process_key(p): p for p in current}
+                seen = indexes.setdefault(name, {})
+                assert isinstance(seen, dict)
                 for p in new:
                     match = seen.get(_process_key(p))
                     if match is None:
@@ -127,16 +148,26 @@ def combine_facts(parts: Sequence[Facts]) -> Facts:
                     else:
                         merge_fields(match, p, overwrite=True)
                 continue
-            index = {k: i for i in current if (k := info.match_key(i)) is not None}
+            if name == "gpu":
+                gpus = indexes.setdefault(name, _Gpus(current))
+                assert isinstance(gpus, _Gpus)
+                for item in new:
+                    match = gpus.match(item)
+                    if match is None:
+                        current.append(item.model_copy(deep=True))
+                        match = current[-1]
+                    else:
+                        merge_fields(match, item, overwrite=True)
+                    gpus.add(match)
+                continue
+            index = indexes.setdefault(name, {})
+            assert isinstance(index, dict)
             for item in new:
-                if name == "gpu":
-                    match = _gpu_match(current, item)
-                else:
-                    k = info.match_key(item)
-                    match = index.get(k) if k is not None else None
+                k = info.match_key(item)
+                match = index.get(k) if k is not None else None
                 if match is None:
                     current.append(item.model_copy(deep=True))
-                    if (k := info.match_key(item)) is not None:
+                    if k is not None:
                         index[k] = current[-1]
                 else:
                     merge_fields(match, item, overwrite=True)

@@ -26,12 +26,15 @@ from gpu_triage.collectors.base import CollectContext, CollectorUnavailable
 from gpu_triage.collectors.pci import normalize_pci
 from gpu_triage.model.facts import (
     THROTTLE_REASONS,
+    DriverFacts,
+    ErrorTextEvent,
     FactModel,
     Facts,
     GpuFacts,
     GpuProcess,
     HostFacts,
     NvlinkFacts,
+    NvmlInit,
     RecoveryAction,
     Unavailable,
     UnavailableReason,
@@ -48,7 +51,56 @@ _CODES: dict[str, int] = {
     "GPU_IS_LOST": 15,
     "LIB_RM_VERSION_MISMATCH": 18,
     "UNINITIALIZED": 1,
+    "UNKNOWN": 999,
 }
+
+# NVML init error -> the state rules read as driver.nvml_init, and the error-text cause
+# the same failure has when a responder pastes nvidia-smi's message.
+_INIT_STATES: dict[str, NvmlInit] = {
+    "LIB_RM_VERSION_MISMATCH": NvmlInit.VERSION_MISMATCH,
+    "DRIVER_NOT_LOADED": NvmlInit.DRIVER_NOT_LOADED,
+    "NO_PERMISSION": NvmlInit.NO_PERMISSION,
+    "LIBRARY_NOT_FOUND": NvmlInit.LIBRARY_NOT_FOUND,
+    "UNKNOWN": NvmlInit.UNKNOWN_ERROR,
+    "GPU_IS_LOST": NvmlInit.GPU_LOST,
+}
+_INIT_CAUSES: dict[NvmlInit, str] = {
+    NvmlInit.VERSION_MISMATCH: "driver_library_mismatch",
+    NvmlInit.DRIVER_NOT_LOADED: "driver_not_loaded",
+    NvmlInit.NO_PERMISSION: "nvml_no_permission",
+    NvmlInit.LIBRARY_NOT_FOUND: "nvml_library_missing",
+    NvmlInit.UNKNOWN_ERROR: "nvml_unknown_error",
+    NvmlInit.GPU_LOST: "gpu_unreachable",
+}
+
+
+def record_init_failure(facts: Facts, state: NvmlInit, message: str) -> None:
+    """NVML did not start: the state as a driver fact, and the same error event a pasted
+    nvidia-smi error would give, so one rule covers the live node and the paste."""
+    facts.driver = DriverFacts(nvml_init=state, nvml_error=message, source="nvml")
+    cause = _INIT_CAUSES.get(state)
+    if cause is not None:
+        facts.errors = [_init_event(f"nvml-init-{state.value}", cause, f"nvmlInit: {message}")]
+
+
+def _init_event(signature: str, cause: str, message: str) -> ErrorTextEvent:
+    return ErrorTextEvent(
+        signature=signature,
+        cause=cause,
+        component="driver",
+        verified=True,
+        message=message,
+        raw=message,
+        count=1,
+        source="nvml",
+    )
+
+
+def _library_version(text: str) -> str:
+    """NVML's own version is the driver's with a leading API number: ``12.550.54.15``."""
+    parts = text.split(".")
+    return ".".join(parts[1:]) if len(parts) >= 3 and len(parts[0]) <= 2 else text
+
 
 _INIT_UNAVAILABLE: dict[str, str] = {
     "LIBRARY_NOT_FOUND": "NVML library not found (no NVIDIA driver installed)",
@@ -253,7 +305,7 @@ class NvmlCollector:
     """GPUs, compute processes and NVLinks from NVML (nvidia-ml-py, module ``pynvml``)."""
 
     name = "nvml"
-    kinds: tuple[str, ...] = ("gpu", "process", "nvlink", "host")
+    kinds: tuple[str, ...] = ("gpu", "process", "nvlink", "host", "driver", "error")
 
     def __init__(self, nvml_module: ModuleType | Any | None = None) -> None:
         # Injectable so tests pass a FakeNvml; the real module is imported lazily in collect.
@@ -274,7 +326,13 @@ class NvmlCollector:
         try:
             nv.nvmlInit()
         except nv.NVMLError as exc:
+            # How NVML failed to start is evidence the rules read (the driver/library
+            # mismatch, a module not loaded), not only a reason to stop collecting.
             code = getattr(exc, "value", None)
+            state = next(
+                (s for key, s in _INIT_STATES.items() if code == codes.get(key)), NvmlInit.ERROR
+            )
+            record_init_failure(facts, state, str(exc))
             for key, message in _INIT_UNAVAILABLE.items():
                 if code == codes[key]:
                     raise CollectorUnavailable(message) from None
@@ -302,6 +360,15 @@ class NvmlCollector:
             "cuda_version": None if cuda is _MISSING else cuda_version_text(int(cuda)),
         }
         count = int(nv.nvmlDeviceGetCount())
+        library = sq.call(system, ["library_version"], ["nvmlSystemGetNVMLVersion"], mark=False)
+        facts.driver = DriverFacts(
+            nvml_init=NvmlInit.OK if count else NvmlInit.NO_DEVICES,
+            library_version=None if library is _MISSING else _library_version(_text(library)),
+            source="nvml",
+        )
+        if not count:
+            # nvidia-smi says "No devices were found" for this state.
+            facts.errors = [_init_event("nvml-no-devices", "no_devices", "No devices were found")]
         # What the driver sees, for the node: compared with the GPUs on the PCI bus
         # (host collector) and the site inventory by the readiness rules.
         facts.host = HostFacts(

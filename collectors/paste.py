@@ -18,7 +18,9 @@ from dataclasses import dataclass
 # CSI (colours, cursor moves), OSC (window titles) and two-character escapes.
 _ANSI = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]{0,4096}(?:\x07|\x1b\\)?|[@-Z\\-_])")
 # Characters str.splitlines() would treat as line breaks: they must not shift numbering.
-_ODD_BREAKS = str.maketrans(dict.fromkeys("\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029", " "))
+# str.translate with a table runs per character in Python's slow path (2 s for 12 MB);
+# one character-class substitution took 0.25 s for the same input.
+_ODD_BREAKS = re.compile("[\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
 
 # Commands that make a bare '#', '>' or '%' prompt believable (a '#' line is usually
 # a comment otherwise). '$' prompts and user@host prompts need no such proof.
@@ -116,7 +118,7 @@ def clean_lines(text: str) -> list[str]:
     and carriage-return overwrites resolved, odd line-break characters blanked."""
     if "\x1b" in text:
         text = _ANSI.sub("", text)
-    text = text.translate(_ODD_BREAKS)
+    text = _ODD_BREAKS.sub(" ", text)
     lines = text.split("\n")
     if lines and lines[-1] == "":
         lines.pop()

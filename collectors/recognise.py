@@ -76,6 +76,21 @@ DETECTORS: tuple[Detector, ...] = (
         command=r"nvidia-smi(?:\.exe)?(?:\s+-i\s+\S+)?\s*(?:$|\|)",
     ),
     Detector(
+        "dcgmi-diag",
+        anchor=(
+            r"Successfully ran diagnostic for group|^\s*\|\s*Diagnostic\s+\|\s*Result\s*\|"
+            r"|\"DCGM (?:GPU )?Diagnostic\"\s*:"
+        ),
+        member=r"^\s*[+|]|^\s*[{}\[\]\"]",
+        command=r"\bdcgmi\s+diag\b",
+    ),
+    Detector(
+        "nvidia-smi-q-xml",
+        anchor=r"<nvidia_smi_log>|<!DOCTYPE nvidia_smi_log",
+        member=r"^\s*<",
+        command=r"\bnvidia-smi\b.*\s-x\b|\bnvidia-smi\b.*--xml-format",
+    ),
+    Detector(
         "nvidia-smi-topo-p2p",
         anchor=rf"^\s*GPU\d{{1,3}}\s+(?:{_P2P}\s+)+{_P2P}\s*$",
         member=rf"^\s*(?:GPU\d{{1,3}}\s*)+$|^\s*Legend:|^\s*{_P2P}\s+=",

@@ -116,6 +116,9 @@ def redact_snapshot(snapshot: Snapshot) -> Snapshot:
 
     data = _walk(data, mapping.scrub)
     data["redacted"] = True
+    # A stable machine id would tie redacted snapshots together; a redacted copy leaves the
+    # node, and steps never run from it.
+    data["node_id"] = data["boot_id"] = ""
     return Snapshot.model_validate(data)
 
 

@@ -22,6 +22,7 @@ from typing import Any
 from gpu_triage.collectors.base import CollectContext, Collector, CollectorUnavailable
 from gpu_triage.collectors.merge import merge_fields
 from gpu_triage.collectors.nvml import NvmlCollector, normalize_bus_id
+from gpu_triage.io.node_identity import local_identity
 from gpu_triage.model.catalog import kinds as catalog_kinds
 from gpu_triage.model.facts import Facts
 from gpu_triage.model.snapshot import CollectorState, CollectorStatus, RawOutput, Snapshot
@@ -29,6 +30,9 @@ from gpu_triage.model.snapshot import CollectorState, CollectorStatus, RawOutput
 # Time a collector gets beyond the sampling window when neither the caller nor the
 # collector (attribute ``budget_s``) says otherwise: one command timeout plus slack.
 DEFAULT_BUDGET_S = 15.0
+
+# Kinds a collector that stops as unavailable may still deliver: the record of why.
+FAILURE_EVIDENCE = ("driver", "error")
 
 ProgressFn = Callable[[str, CollectorState | None], None]
 
@@ -150,6 +154,11 @@ def collect_snapshot(
         produced: list[str] = []
         if r.state is CollectorState.OK:
             produced = _merge(facts, r.facts, tuple(getattr(r.collector, "kinds", ())))
+        elif r.state in (CollectorState.UNAVAILABLE, CollectorState.FAILED):
+            # How a collector failed can be evidence (NVML's init error names a broken
+            # driver): keep those facts, nothing else it may have half filled.
+            declared = tuple(getattr(r.collector, "kinds", ()))
+            produced = _merge(facts, r.facts, tuple(k for k in FAILURE_EVIDENCE if k in declared))
         # A timed-out collector's raw list may still grow: copy what is there now.
         raw.extend(list(r.ctx.raw))
         statuses.append(
@@ -164,9 +173,12 @@ def collect_snapshot(
     tie_to_gpus(facts)
     hostname = (facts.host.hostname if facts.host else None) or socket.gethostname()
     ctx.raw[:] = raw
+    identity = local_identity(ctx.root)
     return Snapshot(
         taken_at=taken_at,
         hostname=hostname,
+        node_id=identity.node_id,
+        boot_id=identity.boot_id,
         window_s=ctx.window_s,
         description=description,
         facts=facts,

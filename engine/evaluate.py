@@ -33,6 +33,8 @@ from gpu_triage.engine.findings import (
     Summary,
 )
 from gpu_triage.engine.inputs import Binding, EvalInput, bindings, subject_key, subject_label
+from gpu_triage.engine.model import RunbookStep
+from gpu_triage.engine.placeholders import PLACEHOLDER_NODE, fill, placeholders
 from gpu_triage.engine.reference import Clause, Conclusions, Evaluator, Missing, Val
 from gpu_triage.model.catalog import kinds
 from gpu_triage.model.limits import SnapshotTooLarge, check_counts, counts_of
@@ -394,12 +396,32 @@ def make_finding(inp: EvalInput, d: Decision, concl: Conclusions) -> Finding:
         evidence=evidence(rule, ev),
         missing=missing,
         questions=questions,
-        runbook=list(rule.rule.runbook),
+        runbook=fill_runbook(rule.rule.runbook, ev, inp.hostname),
         references=list(rule.rule.references),
         group=rule.rule.group,
         concludes=rule.rule.concludes,
         overridden_by=rule.overridden_by,
     )
+
+
+def fill_runbook(steps: list[RunbookStep], ev: Evaluator, hostname: str) -> list[RunbookStep]:
+    """The rule's steps with their ``{kind.field}`` parameters filled from the bindings
+    (what stays unfilled is asked of a person before the step can run)."""
+
+    def lookup(kind: str, name: str) -> Any:
+        if kind == PLACEHOLDER_NODE:
+            return hostname if name == "hostname" else None
+        if kind not in kinds() or name not in kinds()[kind].fields:
+            return None
+        v = ev.ref(E.Ref(kind, name))
+        return v.value if v.known else None
+
+    out = []
+    for step in steps:
+        if step.command and placeholders(step.command):
+            step = step.model_copy(update={"command": fill(step.command, lookup)})
+        out.append(step)
+    return out
 
 
 _TEMPLATE = re.compile(r"\{([a-z_]+)\.([a-z0-9_]+)\}")
@@ -567,8 +589,13 @@ class CompetingCauses:
         related = [binds[i] for i in idx] if idx else binds
         title = render_text(other.rule.title, Evaluator(inp, related[0] if related else {}, concl))
         # One evaluation per distinct set of values the rule reads (classes keep order).
+        # No binding at all (a node where the driver enumerates no GPU): nothing to try.
         classes = (
-            binding_classes(related, read_fields([other])) if len(related) > 1 else [[0]]
+            binding_classes(related, read_fields([other]))
+            if len(related) > 1
+            else [[0]]
+            if related
+            else []
         )
         first_unknown: Binding | None = None
         for c in classes:

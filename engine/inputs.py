@@ -49,6 +49,10 @@ class EvalInput:
         return self._gpu_by_bus.get(bus) if bus else None
 
 
+# Kinds people supply (inventory, job metrics, the error text a job printed): never
+# "unavailable", their fields or items are just absent until supplied.
+SUPPLIED_KINDS = ("site", "job", "error")
+
 _ATTR = {name: k.attr for name, k in kinds().items()}  # kind -> Facts attribute
 
 _REASON_FOR_STATE = {
@@ -68,7 +72,7 @@ def kind_availability(snap: Snapshot) -> dict[str, Unavailable]:
         return {}
     out: dict[str, Unavailable] = {}
     for name, k in kinds().items():
-        if name in ("site", "job"):
+        if name in SUPPLIED_KINDS:
             continue
         tried = [c for c in snap.collectors if c.name in k.collectors or name in c.kinds]
         if any(c.state is CollectorState.OK for c in tried):

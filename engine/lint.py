@@ -9,6 +9,8 @@ from pathlib import Path
 from gpu_triage.engine.compiler import compile_rulebook
 from gpu_triage.engine.coverage import load_knowledge_map
 from gpu_triage.engine.loader import Diagnostic, load_paths
+from gpu_triage.engine.placeholders import bare_placeholders, unknown_placeholders
+from gpu_triage.io.yamlio import Located
 
 _REFERENCE = re.compile(r"^((guide|fleet|xid)/[A-Za-z0-9_-]+|https?://\S+)$")
 
@@ -82,6 +84,8 @@ def lint(
                         f"unknown parser '{step.parser}' (known: {', '.join(sorted(parsers))})",
                     )
                 )
+            if step.command:
+                out.extend(_parameter_problems(loc, i, step.command))
             if step.command and (
                 step.changes_system is False
                 and step.command[0] in ("reboot", "shutdown", "rmmod", "modprobe")
@@ -97,3 +101,32 @@ def lint(
                     )
                 )
     return sorted(set(out))
+
+
+def _parameter_problems(loc: Located, i: int, command: list[str]) -> list[Diagnostic]:
+    """A command that would run with a placeholder as written, or names no fact."""
+    line, col = loc.where(("runbook", i, "command"))
+    out = [
+        Diagnostic(
+            loc.file,
+            line,
+            col,
+            f"'{word}' is a bare placeholder that would run as written: use a parameter "
+            "such as {gpu.index}, {gpu.pci_bus_id}, {job.command}, {node.hostname} or "
+            "{input.NAME} (asked of the responder)",
+            "error",
+        )
+        for word in bare_placeholders(command)
+    ]
+    out.extend(
+        Diagnostic(
+            loc.file,
+            line,
+            col,
+            f"parameter {{{name}}} names no fact (a kind.field of docs/facts.md, "
+            "node.hostname or input.NAME)",
+            "error",
+        )
+        for name in unknown_placeholders(command)
+    )
+    return out

@@ -16,6 +16,7 @@ from textual.widgets import Input, OptionList, Static
 from textual.widgets.option_list import Option
 
 from gpu_triage.engine.model import Question, QuestionType, RunbookStep
+from gpu_triage.engine.placeholders import placeholders, supply
 from gpu_triage.ops.session import parse_answer
 from gpu_triage.tui.render import argv_text, question_kind
 
@@ -49,17 +50,21 @@ class ConfirmRunModal(ModalScreen[bool]):
         Binding("n,escape", "answer(False)", "Do not run", id="cancel-run"),
     ]
 
-    def __init__(self, step: RunbookStep, subject: str) -> None:
+    def __init__(self, step: RunbookStep, subject: str, where: str = "") -> None:
         super().__init__()
         self.step = step
         self.subject = subject
+        self.where = where  # the incident's node, as the session checked it
 
     def compose(self) -> ComposeResult:
         s = self.step
         argv = s.command or []
         t = Text()
         t.append("Run this command?\n", style="bold")
-        t.append(f"{s.title} ({self.subject})\n\n")
+        t.append(f"{s.title} ({self.subject})\n")
+        if self.where:
+            t.append(f"{self.where}\n", style="bold")
+        t.append("\n")
         t.append("  " + argv_text(argv) + "\n", style="bold")
         t.append("  argv: ", style="dim")
         t.append(repr(argv) + "\n", style="dim")
@@ -189,6 +194,49 @@ class NoteModal(ModalScreen[str | None]):
     def on_input_submitted(self, event: Input.Submitted) -> None:
         event.stop()
         self.dismiss(event.value.strip() or None)
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+
+class ParametersModal(ModalScreen[list[str] | None]):
+    """Asks for the parameters a step's command still lacks (``{job.command}``,
+    ``{input.peer_host}``, a GPU the finding could not name). The step cannot run until each
+    has a value; dismisses with the filled argument list, or None."""
+
+    DEFAULT_CSS = MODAL_CSS
+    BINDINGS = [Binding("escape", "cancel", "Do not run", id="cancel-params")]
+
+    def __init__(self, step: RunbookStep, argv: list[str]) -> None:
+        super().__init__()
+        self.step = step
+        self.argv = argv
+        self.names = placeholders(argv)
+
+    def compose(self) -> ComposeResult:
+        with Vertical():
+            yield Static(Text(f"{self.step.title}: fill in before it can run", style="bold"))
+            yield Static(Text("  " + argv_text(self.argv)))
+            for i, name in enumerate(self.names):
+                yield Static(Text(f"{name}:"), classes="hint")
+                yield Input(placeholder=name, id=f"param-{i}")
+            yield Static(
+                "enter moves on, the last enter goes to the confirmation · escape does not run",
+                classes="hint",
+            )
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        event.stop()
+        inputs = list(self.query(Input))
+        empty = [w for w in inputs if not w.value.strip()]
+        if empty:
+            empty[0].focus()
+            return
+        values = {name: w.value for name, w in zip(self.names, inputs, strict=True)}
+        try:
+            self.dismiss(supply(self.argv, values))
+        except ValueError as exc:
+            self.notify(str(exc), severity="warning")
 
     def action_cancel(self) -> None:
         self.dismiss(None)

@@ -16,11 +16,12 @@ from textual.widgets import DataTable, Footer, Input, Log, OptionList, Static
 from textual.widgets.option_list import Option
 
 from gpu_triage.engine.findings import Finding
+from gpu_triage.engine.placeholders import placeholders
 from gpu_triage.io.commands import CommandResult
 from gpu_triage.ops import runbook
 from gpu_triage.ops.session import MARKS, step_key
 from gpu_triage.tui import render
-from gpu_triage.tui.modals import ConfirmRunModal, SecondConfirmModal
+from gpu_triage.tui.modals import ConfirmRunModal, ParametersModal, SecondConfirmModal
 
 if TYPE_CHECKING:
     from gpu_triage.tui.app import TriageApp
@@ -185,6 +186,9 @@ class RunbookScreen(TriageScreen):
         Binding("enter", "run", "Run", id="run-step-enter", show=False),
         Binding("r", "run", "Run", id="run-step", tooltip="Run the step (asks first)"),
         Binding("c", "cancel", "Cancel", id="cancel-step", tooltip="Stop the running command"),
+        Binding(
+            "p", "copy", "Copy", id="copy-step", show=False, tooltip="Copy the command to run it"
+        ),
         Binding("d", "mark('done')", "Done", id="mark-done"),
         Binding("y", "mark('confirmed')", "Confirmed", id="mark-confirmed"),
         Binding("x", "mark('ruled out')", "Ruled out", id="mark-ruled-out"),
@@ -297,7 +301,20 @@ class RunbookScreen(TriageScreen):
         if not self.finding.runbook[i].command:
             self.notify("A manual step: do it, then mark it (d, y, x or s).")
             return
+        here, why = self.triage.session.steps_run_here()
+        if not here:
+            self.notify(f"Not run: {why}. p copies the command.", severity="warning")
+            return
         self.run_step(i)
+
+    def action_copy(self) -> None:
+        i = self.index()
+        if i is None or not self.finding.runbook[i].command:
+            self.notify("This step has no command to copy.")
+            return
+        text = render.argv_text(self.finding.runbook[i].command or [])
+        self.app.copy_to_clipboard(text)
+        self.notify(f"Copied: {text}")
 
     def action_cancel(self) -> None:
         if self._cancel is not None and self.running is not None:
@@ -332,7 +349,15 @@ class RunbookScreen(TriageScreen):
     @work(exclusive=True, group="runbook-step", exit_on_error=False)
     async def run_step(self, index: int) -> CommandResult | None:
         step = self.finding.runbook[index]
-        if not await self.app.push_screen_wait(ConfirmRunModal(step, self.finding.subject)):
+        assert step.command is not None
+        if placeholders(step.command):
+            argv = await self.app.push_screen_wait(ParametersModal(step, list(step.command)))
+            if argv is None:
+                self.notify("Not run: its parameters were not given.")
+                return None
+            step = step.model_copy(update={"command": argv})
+        _, where = self.triage.session.steps_run_here()
+        if not await self.app.push_screen_wait(ConfirmRunModal(step, self.finding.subject, where)):
             self.notify("Not run.")
             return None
         if (step.changes_system or step.needs_root) and not await self.app.push_screen_wait(
@@ -354,7 +379,7 @@ class RunbookScreen(TriageScreen):
             self._cancel = None
         self._flush()
         log.write_line(runbook.result_summary(result))
-        applied = self.triage.session.apply_output(self.finding, index, result)
+        applied = self.triage.session.apply_output(self.finding, index, result, step)
         log.write_line(f"outcome: {applied.outcome}: {applied.detail}")
         if applied.changed_kinds:
             log.write_line(f"facts updated: {', '.join(applied.changed_kinds)}; re-evaluating")

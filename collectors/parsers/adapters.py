@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from gpu_triage.collectors.parsers import ParseError
 from gpu_triage.model.facts import Facts, GpuFacts, HostFacts, SchedulerFacts
 
 if TYPE_CHECKING:
@@ -17,6 +18,38 @@ if TYPE_CHECKING:
 TextParserFn = Callable[[str, str], Facts]
 
 
+def error_text(text: str, source: str = "error text") -> Facts:
+    from gpu_triage.collectors.parsers.error_text import parse_error_text
+
+    return parse_error_text(text, source)
+
+
+def _with_error_text(parse: Callable[[str, str], Facts]) -> Callable[[str, str], Facts]:
+    """nvidia-smi prints an error instead of its table when the driver is broken: that
+    error is the most diagnostic line there is, so it becomes facts too (and a paste that
+    holds only the error is read, not rejected)."""
+
+    def parser(text: str, source: str = "nvidia-smi") -> Facts:
+        from gpu_triage.collectors.parsers.error_text import scan_error_text
+
+        events, driver = scan_error_text(text, source)
+        has_driver = driver.nvml_init is not None or driver.library_version is not None
+        try:
+            facts = parse(text, source)
+        except ParseError:
+            if not events and not has_driver:
+                raise
+            facts = Facts()
+        facts.errors = events
+        if has_driver:
+            facts.driver = driver
+        return facts
+
+    parser.__doc__ = parse.__doc__
+    return parser
+
+
+@_with_error_text
 def nvidia_smi_table(text: str, source: str = "nvidia-smi") -> Facts:
     from gpu_triage.collectors.parsers.nvidia_smi.table import parse_nvidia_smi_table
 
@@ -38,6 +71,7 @@ def _driver_host(driver: str | None, cuda: str | None, count: int | None) -> Hos
     )
 
 
+@_with_error_text
 def nvidia_smi_q(text: str, source: str = "nvidia-smi -q") -> Facts:
     from gpu_triage.collectors.parsers.nvidia_smi.full import parse_nvidia_smi_q
 
@@ -222,3 +256,19 @@ proc_pressure = _pressure(None)
 proc_pressure_cpu = _pressure("cpu")
 proc_pressure_io = _pressure("io")
 proc_pressure_memory = _pressure("memory")
+
+
+def dcgmi_diag(text: str, source: str = "dcgmi diag") -> Facts:
+    from gpu_triage.collectors.parsers.dcgm_diag import parse_dcgmi_diag
+
+    run = parse_dcgmi_diag(text, source)
+    if run.error and not run.results:
+        raise ParseError(f"the diagnostic did not run: {run.error}", source=source)
+    return Facts(diags=run.results)
+
+
+def nvidia_smi_xml(text: str, source: str = "nvidia-smi -q -x") -> Facts:
+    from gpu_triage.collectors.parsers.nvidia_smi.xml import parse_nvidia_smi_xml
+
+    r = parse_nvidia_smi_xml(text, source)
+    return Facts(gpus=r.gpus, host=_driver_host(r.driver_version, r.cuda_version, r.attached_gpus))

@@ -16,6 +16,8 @@ from gpu_triage.model.facts import Facts
 PARSERS: dict[str, str] = {
     "nvidia-smi": "gpu_triage.collectors.parsers.adapters:nvidia_smi_table",
     "nvidia-smi-q": "gpu_triage.collectors.parsers.adapters:nvidia_smi_q",
+    "nvidia-smi-q-xml": "gpu_triage.collectors.parsers.adapters:nvidia_smi_xml",
+    "dcgmi-diag": "gpu_triage.collectors.parsers.adapters:dcgmi_diag",
     "nvidia-smi-query-gpu": "gpu_triage.collectors.parsers.adapters:nvidia_smi_query_gpu",
     "nvidia-smi-compute-apps": "gpu_triage.collectors.parsers.adapters:nvidia_smi_compute_apps",
     "nvidia-smi-nvlink": "gpu_triage.collectors.parsers.adapters:nvidia_smi_nvlink",
@@ -43,6 +45,7 @@ PARSERS: dict[str, str] = {
     "proc-pressure-io": "gpu_triage.collectors.parsers.adapters:proc_pressure_io",
     "proc-pressure-memory": "gpu_triage.collectors.parsers.adapters:proc_pressure_memory",
     "kubectl-events": "gpu_triage.collectors.parsers.adapters:kubectl_events",
+    "error-text": "gpu_triage.collectors.parsers.adapters:error_text",
 }
 
 

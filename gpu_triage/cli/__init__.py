@@ -18,9 +18,11 @@ from gpu_triage import __version__
 from gpu_triage.cli import (
     check,
     collect,
+    diff,
     explain,
     facts,
     fleet,
+    readiness,
     rules,
     run,
     tui_launch,
@@ -45,6 +47,8 @@ def build_parser() -> argparse.ArgumentParser:
     fleet.add_parser(sub)
     check.add_parser(sub)
     facts.add_parser(sub)
+    diff.add_parser(sub)
+    readiness.add_parser(sub)
     return ap
 
 
@@ -62,8 +66,12 @@ def main(argv: list[str] | None = None) -> int:
             return rules.cmd_rules(args, ap)
         if args.command == "facts":
             return facts.cmd_facts(args, ap)
+        if args.command == "diff":
+            return diff.cmd_diff(args)
         if args.command == "fleet":
             return fleet.cmd_fleet(args)
+        if args.command == "readiness":
+            return readiness.cmd_readiness(args)
         if args.command in ("npd", "slurm-healthcheck"):
             return check.cmd_check(args)
         if args.command == "tui" or (args.command is None and argv is None and sys.stdin.isatty()):

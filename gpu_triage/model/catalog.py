@@ -231,6 +231,25 @@ _KINDS: list[_Kind] = [
         identity=("pci_bus_id",),
     ),
     _Kind("xid_history", "xid_history", f.XidHistory, ("history",), gpu_key="pci_bus_id"),
+    _Kind("driver", "driver", f.DriverFacts, ("nvml", "host", "text:driver"), singleton=True),
+    # Error texts come from pastes and from collectors that failed in a known way; where
+    # none was given there is nothing to find, never "could not collect".
+    _Kind(
+        "error",
+        "errors",
+        f.ErrorTextEvent,
+        ("nvml", "text:error"),
+        gpu_key="pci_bus_id",
+        identity=("signature", "pci_bus_id", "value"),
+    ),
+    _Kind(
+        "diag",
+        "diags",
+        f.DiagResult,
+        ("dcgm_diag", "text:diag"),
+        identity=("test", "gpu_index"),
+        match_fields=("test", "gpu_index"),
+    ),
     _Kind(
         "scheduler",
         "scheduler",

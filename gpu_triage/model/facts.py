@@ -53,6 +53,7 @@ DERIVED_FROM: dict[str, tuple[str, ...]] = {
     "power_draw_pct": ("power_draw_w", "power_limit_w"),
     "rank_imbalance_pct": ("rank_step_times_ms",),
     "latency_tail_ratio": ("latency_p99_ms", "latency_p50_ms"),
+    "versions_match": ("kernel_module_version", "library_version"),
 }
 
 
@@ -641,6 +642,29 @@ class PcieLimitEvent(KernelEvent):
     device_is_gpu: bool | None = fact("", "the device is an NVIDIA GPU")
 
 
+# --------------------------------------------------------------------------- diagnostics
+
+
+class DiagResult(FactModel):
+    """One test of a DCGM diagnostic run (dcgmi diag) on one GPU, or on all of them."""
+
+    category: str | None = fact("", "section of the run: Deployment, Hardware, Integration, Stress")
+    test: str | None = fact("", "test name as DCGM prints it, e.g. Memory, PCIe, Targeted Stress")
+    result: str | None = fact("", "pass, fail, warn or skip (skip: the test did not run)")
+    gpu_index: int | None = fact("", "GPU the result is for; unset: every GPU of the run")
+    message: str | None = fact("", "DCGM's warning and info text for this result")
+    error_id: int | None = fact("", "DCGM error code (dcgmError_t) of the first warning")
+    error_code: str | None = fact("", "its DCGM_FR_* name")
+    error_severity: str | None = fact(
+        "", "DCGM's severity of that error: none, monitor, isolate, unknown, triage, config, reset"
+    )
+    error_category: str | None = fact(
+        "", "DCGM's category of that error, e.g. hardware_memory, software_config"
+    )
+    run_level: int | None = fact("", "the diagnostic level run (dcgmi diag -r N) when known")
+    dcgm_version: str | None = fact("", "DCGM version that ran it")
+
+
 # --------------------------------------------------------------------------- history
 
 
@@ -658,6 +682,73 @@ class XidHistory(FactModel):
     )
     last_reset_time: datetime | None = fact("", "when the GPU was last reset or the node rebooted")
     resets_seen: int | None = fact("resets", "GPU resets or reboots the history has recorded")
+
+
+# --------------------------------------------------------------------------- driver stack
+
+
+class NvmlInit(StrEnum):
+    """How NVML's start (nvmlInit) went, live or as a pasted nvidia-smi error says."""
+
+    OK = "ok"
+    VERSION_MISMATCH = "version_mismatch"  # NVML_ERROR_LIB_RM_VERSION_MISMATCH
+    DRIVER_NOT_LOADED = "driver_not_loaded"  # NVML_ERROR_DRIVER_NOT_LOADED
+    NO_DEVICES = "no_devices"  # started, but enumerates no GPU
+    NO_PERMISSION = "no_permission"  # NVML_ERROR_NO_PERMISSION
+    LIBRARY_NOT_FOUND = "library_not_found"  # NVML_ERROR_LIBRARY_NOT_FOUND
+    UNKNOWN_ERROR = "unknown_error"  # NVML_ERROR_UNKNOWN
+    GPU_LOST = "gpu_lost"  # NVML_ERROR_GPU_IS_LOST
+    ERROR = "error"  # any other NVML error
+
+
+class DriverFacts(FactModel):
+    """The NVIDIA driver stack: kernel module, user-space NVML library, how NVML started."""
+
+    nvml_init: NvmlInit | None = fact("", "how NVML's start went (ok, version_mismatch, ...)")
+    nvml_error: str | None = fact("", "NVML's error text when it did not start")
+    kernel_module_loaded: bool | None = fact(
+        "", "the nvidia kernel module is loaded (/proc/driver/nvidia/version exists)"
+    )
+    kernel_module_version: str | None = fact(
+        "", "version of the loaded nvidia kernel module (/proc/driver/nvidia/version)"
+    )
+    library_version: str | None = fact(
+        "", "version of the user-space driver library (NVML, libnvidia-ml.so.<version>)"
+    )
+    nouveau_loaded: bool | None = fact("", "the nouveau module is loaded (/sys/module/nouveau)")
+    package_upgraded_to: str | None = fact(
+        "", "driver package version a package-manager upgrade installed (apt/dnf log)"
+    )
+
+    @computed_field(  # type: ignore[prop-decorator]
+        description="the kernel module and the user-space library have the same version",
+        json_schema_extra={"unit": ""},
+    )
+    @property
+    def versions_match(self) -> bool | None:
+        if not self.kernel_module_version or not self.library_version:
+            return None
+        return self.kernel_module_version == self.library_version
+
+
+class ErrorTextEvent(FactModel):
+    """A known error text (signature) found in a paste, a job's output or a collector."""
+
+    signature: str = fact("", "signature id in the error-text table", default="")
+    cause: str | None = fact("", "the cause the signature is evidence of (rules read this)")
+    component: str | None = fact(
+        "", "what printed it: driver, container, kubernetes, cuda, nccl, fabric, slurm, ..."
+    )
+    verified: bool | None = fact(
+        "", "the wording was checked against a source (false: recalled, matched loosely)"
+    )
+    message: str | None = fact("", "the matching text")
+    raw: str = fact("", "the line(s) it was found on", default="")
+    value: str | None = fact("", "a field the signature captures (a version, Xid, errno ...)")
+    pci_bus_id: str | None = fact("", "PCI address the text names, normalised")
+    gpu_index: int | None = fact("", "NVML index of the GPU it is tied to")
+    line: int | None = fact("", "1-based line number of its first occurrence")
+    count: int | None = fact("times", "times the same text occurs")
 
 
 # --------------------------------------------------------------------------- scheduler
@@ -697,6 +788,12 @@ class SiteInventory(FactModel):
     expected_pcie_gen: int | None = fact("gen", "PCIe generation every GPU should link at")
     expected_pcie_width: int | None = fact("lanes", "PCIe width every GPU should link at")
     expected_nvlink_active: int | None = fact("links", "NVLink links each GPU should have up")
+    expected_ib_ports: int | None = fact(
+        "ports", "InfiniBand ports that should be active (e.g. 8 on an 8-GPU H100/H200/B200 node)"
+    )
+    expected_ib_rate_gbps: float | None = fact(
+        "Gb/s", "rate every InfiniBand port should run at (e.g. 400 for NDR)"
+    )
     pinned_driver_version: str | None = fact("", "the driver version the golden image pins")
     pinned_vbios_version: str | None = fact("", "the VBIOS version the site pins")
     rdma_configured: bool | None = fact("", "RDMA (InfiniBand/RoCE) is used on this node")
@@ -705,8 +802,25 @@ class SiteInventory(FactModel):
     baseline_step_time_ms: float | None = fact("ms", "known-good step time for the job")
 
 
+class Symptom(StrEnum):
+    """What the responder sees (``run --symptom``, the TUI's first screen)."""
+
+    HANG = "hang"
+    SLOW = "slow"
+    CRASH = "crash"
+    MISSING_GPU = "missing-gpu"
+    OOM = "oom"
+    LATENCY = "latency"
+
+
 class JobMetrics(FactModel):
     """Metrics of the running job, supplied from a job-metrics file."""
+
+    symptom: Symptom | None = fact(
+        "", "what the responder sees: hang, slow, crash, missing-gpu, oom or latency"
+    )
+    hung: bool | None = fact("", "the job stopped making progress (a hang or stall)")
+    stalled_s: float | None = fact("s", "how long the job has made no progress")
 
     step_time_ms: float | None = fact("ms", "current mean training step time")
     rank_step_times_ms: list[float] = fact("ms", "per-rank mean step times", default=[])
@@ -716,6 +830,9 @@ class JobMetrics(FactModel):
     throughput_per_gpu: float | None = fact("samples/s", "throughput per GPU now")
     throughput_per_gpu_fewer_nodes: float | None = fact(
         "samples/s", "throughput per GPU measured with fewer nodes"
+    )
+    command: list[str] = fact(
+        "", "the job's command line as an argument list (runbook steps rerun it)", default=[]
     )
 
     @computed_field(  # type: ignore[prop-decorator]
@@ -765,6 +882,9 @@ class Facts(BaseModel):
     nvlink_errors: list[NvlinkErrorEvent] = Field(default_factory=list)
     pcie_limits: list[PcieLimitEvent] = Field(default_factory=list)
     xid_history: list[XidHistory] = Field(default_factory=list)
+    diags: list[DiagResult] = Field(default_factory=list)
+    driver: DriverFacts | None = None
+    errors: list[ErrorTextEvent] = Field(default_factory=list)
     scheduler: SchedulerFacts | None = None
     site: SiteInventory | None = None
     job: JobMetrics | None = None

@@ -7,8 +7,16 @@ import os
 from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    ValidationError,
+    model_serializer,
+)
 
 from gpu_triage import __version__
 from gpu_triage.io import jsonio
@@ -60,9 +68,24 @@ class Snapshot(BaseModel):
     window_s: float = 0.0
     redacted: bool = False
     description: str = ""
+    node_id: str = Field(
+        default="", description="sha256 of the node's machine id: which machine this is"
+    )
+    boot_id: str = Field(default="", description="the kernel's boot id at collection")
     facts: Facts = Field(default_factory=Facts)
     collectors: list[CollectorStatus] = Field(default_factory=list)
     raw: list[RawOutput] = Field(default_factory=list)
+
+    @model_serializer(mode="wrap")
+    def _omit_unknown_identity(self, handler: SerializerFunctionWrapHandler) -> Any:
+        # Snapshots from pastes, demos and older versions have no node identity: they are
+        # written without the keys, as before.
+        data = handler(self)
+        if isinstance(data, dict):
+            for key in ("node_id", "boot_id"):
+                if not data.get(key, True):
+                    del data[key]
+        return data
 
     def collector(self, name: str) -> CollectorStatus | None:
         return next((c for c in self.collectors if c.name == name), None)

@@ -17,9 +17,10 @@ from gpu_triage.engine.enrich import enrich
 from gpu_triage.engine.evaluate import evaluate
 from gpu_triage.engine.findings import Finding, FindingsDocument
 from gpu_triage.engine.inputs import EvalInput, bindings, subject_key
-from gpu_triage.engine.model import Question, QuestionType
+from gpu_triage.engine.model import Question, QuestionType, RunbookStep
 from gpu_triage.engine.reference import Conclusions, Evaluator
 from gpu_triage.io.commands import CommandResult
+from gpu_triage.io.node_identity import local_identity
 from gpu_triage.model.snapshot import Snapshot
 from gpu_triage.ops.record import IncidentRecord
 
@@ -117,6 +118,7 @@ class TriageSession:
         self.doc: FindingsDocument | None = None
         self.history: list[HistoryEntry] = []
         self.steps: dict[StepKey, StepState] = {}
+        self.identity_root = Path("/")  # where this host's machine and boot ids are read
         self._lock = threading.Lock()
         if record is not None:
             record.opened(
@@ -177,13 +179,39 @@ class TriageSession:
         return list(seen.values())
 
     # ------------------------------------------------------------------ steps
+    def steps_run_here(self) -> tuple[bool, str]:
+        """Whether runbook steps may run on this machine: only on the incident's node, in
+        the same boot (machine id and boot id recorded in the snapshot match this host's).
+        Elsewhere a step would observe another machine, and its output must never be
+        merged into the incident's facts. The reason names the incident's node."""
+        snap = self.snapshot
+        node = snap.hostname or "an unnamed node"
+        if not snap.node_id or not snap.boot_id:
+            why = "a redacted snapshot" if snap.redacted else "a snapshot without a node identity"
+            return False, f"this incident ({node}) comes from {why}: steps cannot run here"
+        here = local_identity(self.identity_root)
+        if snap.node_id != here.node_id:
+            return False, f"this incident is from {node}, another machine: steps run only there"
+        if snap.boot_id != here.boot_id:
+            return False, (
+                f"{node} has rebooted since this snapshot was taken: collect again before "
+                "running steps"
+            )
+        return True, f"on {node}, the incident's node"
+
     def step(self, f: Finding, index: int) -> StepState:
         return self.steps.setdefault(step_key(f, index), StepState())
 
-    def apply_output(self, f: Finding, index: int, result: CommandResult) -> StepApplied:
+    def apply_output(
+        self, f: Finding, index: int, result: CommandResult, ran: RunbookStep | None = None
+    ) -> StepApplied:
         """Fold a step's output into the facts (through its parser) and judge the step
-        by its ``confirms_when``. The caller re-evaluates afterwards."""
-        step = f.runbook[index]
+        by its ``confirms_when``. ``ran``: the step as run, its parameters filled in. The
+        caller re-evaluates afterwards."""
+        here, why = self.steps_run_here()
+        if not here:
+            raise ValueError(f"output not merged: {why}")
+        step = ran or f.runbook[index]
         state = self.step(f, index)
         state.result = result
         changed: list[str] = []

@@ -100,6 +100,14 @@ SAMPLES = {
         )
         for res in ("cpu", "io", "memory")
     },
+    "dcgmi-diag": (
+        REAL / "dcgm/dcgmi-diag-r3-deployment-all-pass-fragment-dcgm55.txt",
+        lambda f: len(f.diags) == 9 and {d.result for d in f.diags} == {"pass"},
+    ),
+    "nvidia-smi-q-xml": (
+        HAND / "nvidia-smi-q-xml/q-x-550-h100-two-gpus-remap-pending-gpu1.xml",
+        lambda f: [g.remapped_rows_pending for g in f.gpus] == [False, True],
+    ),
     "nvidia-smi-topo-p2p": (
         HAND / "topo/topo-p2p-2gpu-tabs-ns.txt",
         lambda f: {t.p2p_status for t in f.topology} == {"NS"},
@@ -117,6 +125,10 @@ SAMPLES = {
             "p": "p2p_prop",
         }.items()
     },
+    "error-text": (
+        DATA / "incidents/011-container-timeout-persistence-mode-off/docker-run.txt",
+        lambda f: [e.cause for e in f.errors] == ["container_driver_timeout"],
+    ),
 }
 
 COMPUTE_APPS = (

@@ -130,3 +130,20 @@ def python_cat(path: Path) -> list[str]:
 
 
 SLEEPER = [sys.executable, "-c", "import time; print('sleeping', flush=True); time.sleep(60)"]
+
+
+def as_local_node(session: Any, tmp_path: Path) -> None:
+    """Make the session's snapshot come from "this" node: a machine and boot id under
+    ``tmp_path`` that the session reads as the local host's."""
+    from gpu_triage.io.node_identity import local_identity
+
+    root = tmp_path / "identity"
+    (root / "etc").mkdir(parents=True, exist_ok=True)
+    (root / "proc" / "sys" / "kernel" / "random").mkdir(parents=True, exist_ok=True)
+    (root / "etc" / "machine-id").write_text("0123456789abcdef0123456789abcdef\n")
+    (root / "proc" / "sys" / "kernel" / "random" / "boot_id").write_text(
+        "11111111-2222-3333-4444-555555555555\n"
+    )
+    here = local_identity(root)
+    session.identity_root = root
+    session.snapshot.node_id, session.snapshot.boot_id = here.node_id, here.boot_id

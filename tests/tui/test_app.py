@@ -18,7 +18,15 @@ from gpu_triage.ops.session import TriageSession
 from gpu_triage.tui.app import TriageApp
 from gpu_triage.tui.screens import FactsScreen, FindingsScreen, RunbookScreen
 
-from .conftest import H100_Q, SLEEPER, demo_snapshot, python_cat, screen_text, write_rulebook
+from .conftest import (
+    H100_Q,
+    SLEEPER,
+    as_local_node,
+    demo_snapshot,
+    python_cat,
+    screen_text,
+    write_rulebook,
+)
 
 
 def _snapshot_gpu0_unknown() -> Snapshot:
@@ -32,7 +40,7 @@ def _snapshot_gpu0_unknown() -> Snapshot:
     return snap
 
 
-def _app(tmp_path: Path, snap: Snapshot, *, builtin: bool = True) -> TriageApp:
+def _app(tmp_path: Path, snap: Snapshot, *, builtin: bool = True, local: bool = True) -> TriageApp:
     if builtin:
         book = load_rulebook()
     else:
@@ -40,6 +48,8 @@ def _app(tmp_path: Path, snap: Snapshot, *, builtin: bool = True) -> TriageApp:
         book = load_rulebook([rules], include_builtin=False, allow_untrusted=True)
     record = IncidentRecord(tmp_path / "incident.jsonl")
     session = TriageSession(snap, book, engine="reference", source="test", record=record)
+    if local:
+        as_local_node(session, tmp_path)
     return TriageApp(book=book, session=session, engine="reference", source_label="test")
 
 
@@ -340,5 +350,82 @@ def test_live_mode_shows_collector_progress_then_findings(tmp_path: Path) -> Non
                 "first collection",
                 "re-collected on request",
             ]
+
+    asyncio.run(go())
+
+
+@pytest.mark.slow
+def test_steps_of_another_nodes_snapshot_do_not_run_here(tmp_path: Path) -> None:
+    """A demo or a snapshot from elsewhere: r runs nothing, names the incident's node, and
+    offers the command to copy; no local output is merged into its facts."""
+
+    async def go() -> None:
+        app = _app(tmp_path, _snapshot_gpu0_unknown(), builtin=False, local=False)
+        async with app.run_test(size=(100, 30)) as pilot:
+            await _settle(app, pilot)
+            _select(app.screen, "test-thermal", "gpu:0000:18:00.0")
+            await pilot.press("enter")
+            await pilot.pause()
+            await pilot.press("r")
+            await pilot.pause()
+            assert "Run this command?" not in screen_text(app)
+            notes = [n.message for n in app._notifications]
+            assert any("gpu-node-017" in n and "p copies" in n for n in notes), notes
+            await pilot.press("p")
+            await pilot.pause()
+            assert "sys.stdout.write" in app.clipboard  # the step's exact command
+            assert not app.session.steps
+
+    asyncio.run(go())
+
+
+def test_a_session_never_merges_output_into_another_nodes_facts(tmp_path: Path) -> None:
+    from gpu_triage.io.commands import CommandResult
+
+    book = load_rulebook()
+    session = TriageSession(demo_snapshot(), book, engine="reference")
+    doc = session.evaluate("open")
+    f = next(f for f in doc.findings if f.runbook and f.runbook[0].parser)
+    here, why = session.steps_run_here()
+    assert not here and "gpu-node-017" in why
+    result = CommandResult(argv=["x"], returncode=0, stdout="", stderr="", duration_s=0.0)
+    with pytest.raises(ValueError, match="not merged"):
+        session.apply_output(f, 0, result)
+    as_local_node(session, tmp_path)
+    assert session.steps_run_here()[0]
+    (tmp_path / "identity" / "proc/sys/kernel/random/boot_id").write_text("another-boot\n")
+    here, why = session.steps_run_here()
+    assert not here and "rebooted" in why
+
+
+@pytest.mark.slow
+def test_a_step_with_a_parameter_asks_for_it_before_it_can_run(tmp_path: Path) -> None:
+    async def go() -> None:
+        snap = _snapshot_gpu0_unknown()
+        rules = write_rulebook(
+            tmp_path, step_cmd=[*python_cat(H100_Q), "{input.tag}"], sleep_cmd=SLEEPER
+        )
+        book = load_rulebook([rules], include_builtin=False, allow_untrusted=True)
+        session = TriageSession(snap, book, engine="reference", source="test")
+        as_local_node(session, tmp_path)
+        app = TriageApp(book=book, session=session, engine="reference", source_label="test")
+        async with app.run_test(size=(100, 30)) as pilot:
+            await _settle(app, pilot)
+            _select(app.screen, "test-thermal", "gpu:0000:18:00.0")
+            await pilot.press("enter")
+            await pilot.pause()
+            await pilot.press("r")
+            await pilot.pause()
+            text = screen_text(app)
+            assert "fill in before it can run" in text and "input.tag:" in text
+            await pilot.press("enter")  # empty: stays
+            await pilot.pause()
+            assert "fill in before it can run" in screen_text(app)
+            await pilot.press(*"run-7", "enter")
+            await pilot.pause()
+            text = screen_text(app)
+            assert "Run this command?" in text and "run-7" in text and "{input.tag}" not in text
+            await pilot.press("n")
+            await pilot.pause()
 
     asyncio.run(go())

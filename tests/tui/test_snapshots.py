@@ -15,7 +15,7 @@ from gpu_triage.ops.record import IncidentRecord
 from gpu_triage.ops.session import TriageSession
 from gpu_triage.tui.app import TriageApp
 
-from .conftest import check_golden, demo_snapshot, screen_text, write_rulebook
+from .conftest import as_local_node, check_golden, demo_snapshot, screen_text, write_rulebook
 
 pytestmark = pytest.mark.slow
 
@@ -34,6 +34,7 @@ def _app(tmp_path: Path) -> TriageApp:
         source="demo",
         record=IncidentRecord(tmp_path / "r.jsonl"),
     )
+    as_local_node(session, tmp_path)
     return TriageApp(book=book, session=session, engine="reference", source_label="demo incident")
 
 

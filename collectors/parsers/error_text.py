@@ -1,0 +1,139 @@
+"""Error text into facts: whatever a job, a tool or a log printed, scanned against the
+signature table (:mod:`error_signatures`).
+
+The input may be anything a responder pastes: one line, a traceback, a Docker error with
+its hook chain quoted three levels deep, a ``kubectl logs`` dump. Each signature found
+becomes one :class:`~gpu_triage.facts.ErrorTextEvent` (repeats of the same text folded
+into a count), and the signatures that carry facts (versions, how NVML failed to start)
+fill :class:`~gpu_triage.facts.DriverFacts`.
+"""
+
+from __future__ import annotations
+
+import bisect
+import re
+
+from gpu_triage.collectors.parsers import ParseError
+from gpu_triage.collectors.parsers.error_signatures import Signature, compiled
+from gpu_triage.collectors.pci import normalize_pci
+from gpu_triage.model.facts import DriverFacts, ErrorTextEvent, Facts
+
+MAX_EVENTS_PER_SIGNATURE = 32  # distinct subjects kept per signature; the rest are counted
+MAX_MESSAGE_CHARS = 300
+
+# Escaped quoting from nested JSON / Go error strings: \" \\" \\\\n ...
+# Only from the start of a run of backslashes, taken whole: a long run stays linear.
+_ESCAPES = re.compile(r"(?<!\\)\\++[nt\"]")
+
+
+def _unescape(text: str) -> str:
+    """Docker and containerd quote the hook's stderr inside an error string inside an error
+    string: ``\\\\n`` is a line break three levels down. Turn the escapes into what they
+    stand for, keeping the text's length so line numbers stay right."""
+
+    def repl(m: re.Match[str]) -> str:
+        s = m.group(0)
+        ch = {"n": "\n", "t": " ", '"': '"'}[s[-1]]
+        return " " * (len(s) - 1) + ch
+
+    return _ESCAPES.sub(repl, text)
+
+
+def scan_error_text(
+    text: str, source: str = "error text"
+) -> tuple[list[ErrorTextEvent], DriverFacts]:
+    """Every signature of the table found in ``text``, and the driver facts they set."""
+    text = _unescape(text)
+    newlines = [i for i, ch in enumerate(text) if ch == "\n"]
+    driver = DriverFacts(source=source)
+    events: list[ErrorTextEvent] = []
+    lowered = text.lower()
+    for sig, pattern in compiled():
+        # A regex over a megabyte log costs; a substring test is cheap. Most signatures
+        # are absent from any one paste, so most patterns never run.
+        if sig.keys and not any(k in lowered for k in sig.keys):
+            continue
+        seen: dict[tuple[str | None, str | None], ErrorTextEvent] = {}
+        for m in pattern.finditer(text):
+            if sig.sets is not None:
+                sig.sets(m, driver)
+            if sig.cause is None:
+                continue
+            key = (_group(m, sig.value_group), _bus(m, sig))
+            event = seen.get(key)
+            if event is not None:
+                event.count = (event.count or 1) + 1
+                continue
+            if len(seen) >= MAX_EVENTS_PER_SIGNATURE:
+                first = next(iter(seen.values()))
+                first.count = (first.count or 1) + 1
+                continue
+            seen[key] = event = _event(sig, m, text, newlines, source, key)
+            events.append(event)
+    events.sort(key=lambda e: e.line or 0)
+    return events, driver
+
+
+def _group(m: re.Match[str], name: str | None) -> str | None:
+    if name is None:
+        return None
+    value = m.groupdict().get(name)
+    return value if value else None
+
+
+def _bus(m: re.Match[str], sig: Signature) -> str | None:
+    raw = _group(m, sig.bus_group)
+    return normalize_pci(raw, anywhere=False) if raw else None
+
+
+def _event(
+    sig: Signature,
+    m: re.Match[str],
+    text: str,
+    newlines: list[int],
+    source: str,
+    key: tuple[str | None, str | None],
+) -> ErrorTextEvent:
+    line = bisect.bisect_left(newlines, m.start()) + 1
+    start = newlines[line - 2] + 1 if line >= 2 else 0
+    end = text.find("\n", m.end())
+    whole = text[start : end if end >= 0 else len(text)]
+    return ErrorTextEvent(
+        signature=sig.id,
+        cause=sig.cause,
+        component=sig.component,
+        verified=sig.verified,
+        message=" ".join(m.group(0).split())[:MAX_MESSAGE_CHARS],
+        raw=" ".join(whole.split())[:MAX_MESSAGE_CHARS],
+        value=key[0],
+        pci_bus_id=key[1],
+        line=line,
+        count=1,
+        source=source,
+    )
+
+
+def parse_error_text(text: str, source: str = "error text") -> Facts:
+    """A paste of error output as facts. Text with no known signature is an error: the
+    responder must hear that nothing in it was recognised, not get an empty snapshot."""
+    events, driver = scan_error_text(text, source)
+    values = driver.model_dump(exclude={"unavailable", "source"}, exclude_computed_fields=True)
+    has_driver = any(v is not None for v in values.values())
+    if not events and not has_driver:
+        raise ParseError(
+            "no known error text in this output (see `gpu-triage facts docs`, kind error, "
+            "for what is recognised)",
+            source=source,
+        )
+    return Facts(errors=events, driver=driver if has_driver else None)
+
+
+def recognises(text: str) -> bool:
+    """Whether ``text`` holds at least one known signature (for content detection)."""
+    text = _unescape(text)
+    lowered = text.lower()
+    return any(
+        p.search(text)
+        for sig, p in compiled()
+        if not sig.keys or any(k in lowered for k in sig.keys)
+    )
