@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from gpu_triage.cli.common import emit, err
+from gpu_triage.cli.common import emit, err, say
 from gpu_triage.engine.findings import ExitCode
 
 
@@ -22,7 +22,13 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         help="remove hostnames, serials, UUIDs, users and command lines",
     )
     col.add_argument("--only", help="comma-separated collector names")
-    col.add_argument("--kernel-log", type=Path, help="read this file as the kernel log")
+    col.add_argument(
+        "--kernel-log",
+        type=Path,
+        action="append",
+        help="read this file as the kernel log (its newest 32 MiB at most); repeatable: "
+        "several files merge by time",
+    )
     col.add_argument(
         "--from-text",
         nargs="+",
@@ -39,7 +45,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 def collect_live(
     window: float,
     only: set[str] | None = None,
-    kernel_log: Path | None = None,
+    kernel_log: Path | list[Path] | None = None,
     progress: bool = True,
 ) -> Any:
     from gpu_triage.collectors.base import CollectContext
@@ -108,11 +114,11 @@ def cmd_collect(args: argparse.Namespace) -> int:
     if intake is not None:
         # what was read, and above all what was not: never dropped without a word
         for piece in intake.pieces if sys.stderr.isatty() else intake.problems:
-            print(f"  {piece.describe()}", file=sys.stderr)
+            say(f"  {piece.describe()}", file=sys.stderr)
         return 0 if intake.anything_read else ExitCode.UNKNOWN
     if sys.stderr.isatty():
         for c in snap.collectors:
-            print(
+            say(
                 f"  {c.name:<20} {c.state.value:<12} {c.duration_s:6.2f}s {c.error}",
                 file=sys.stderr,
             )
