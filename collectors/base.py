@@ -8,6 +8,7 @@ recorded as a failure of that collector alone.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
@@ -30,7 +31,9 @@ class CollectContext:
     root: Path = Path("/")
     window_s: float = 1.0
     command_timeout_s: float = 10.0
-    kernel_log_file: Path | None = None  # read this file instead of journalctl/dmesg
+    # read these files (merged by time) instead of journalctl/dmesg
+    kernel_log_file: Path | Sequence[Path] | None = None
+    kernel_log_max_bytes: int = 32 << 20  # of a file, its newest part (see log_files)
     since_s: float = 2 * 3600.0  # how far back to read the kernel log
     raw: list[RawOutput] = field(default_factory=list)
 
@@ -38,8 +41,8 @@ class CollectContext:
         """A path under the root, e.g. ``ctx.path('proc', 'stat')``."""
         return self.root.joinpath(*parts)
 
-    def keep_raw(self, collector: str, source: str, text: str) -> None:
-        truncated = len(text) > MAX_RAW_CHARS
+    def keep_raw(self, collector: str, source: str, text: str, *, truncated: bool = False) -> None:
+        truncated = truncated or len(text) > MAX_RAW_CHARS
         self.raw.append(
             RawOutput(
                 collector=collector, source=source, text=text[:MAX_RAW_CHARS], truncated=truncated

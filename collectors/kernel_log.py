@@ -1,8 +1,11 @@
-"""Kernel log collector: Xid, SXid, AER, bus loss, OOM kills and NVLink errors.
+"""Kernel log collector: Xid, SXid, AER, bus loss, OOM kills, NVLink errors, PCIe limits.
 
-Sources, first that answers wins: ``ctx.kernel_log_file``; ``journalctl -k``;
-``dmesg --time-format iso`` (plain ``dmesg`` with the boot time from
-/proc/uptime on old util-linux); ``/dev/kmsg`` read non-blocking.
+Sources, first that answers wins: the files in ``ctx.kernel_log_file`` (each read whole up
+to ``ctx.kernel_log_max_bytes``, its newest part beyond; several merge by time);
+``journalctl -k --since``; ``dmesg --time-format iso`` (plain ``dmesg`` with the boot time
+from /proc/uptime on old util-linux); ``/dev/kmsg`` read non-blocking; the tail of
+/var/log/kern.log (or messages, syslog), read backwards to the window's start. Only named
+files are kept whole; the live sources are cut to the window (``ctx.since_s``).
 """
 
 from __future__ import annotations
@@ -10,11 +13,19 @@ from __future__ import annotations
 import errno
 import os
 import re
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from gpu_triage.collectors.base import CollectContext, CollectorUnavailable
-from gpu_triage.collectors.parsers.kernel_log import KernelLog, parse_kernel_log
+from gpu_triage.collectors.base import MAX_RAW_CHARS, CollectContext, CollectorUnavailable
+from gpu_triage.collectors.log_files import LogFileError, open_log, read_capped, window_start
+from gpu_triage.collectors.merge import combine_facts
+from gpu_triage.collectors.parsers.kernel_log import (
+    KernelLog,
+    KernelLogParser,
+    parse_kernel_log,
+)
+from gpu_triage.collectors.parsers.kernel_timestamps import split_stamp
 from gpu_triage.io.commands import CommandResult
 from gpu_triage.model.facts import Facts, KernelEvent
 
@@ -28,6 +39,8 @@ _KMSG_MAX_RECORDS = 500_000  # the ring buffer holds far fewer; a guard against 
 # Events that state how the node is since boot, not something that happened in the window:
 # a link that trained narrow at boot is still narrow now.
 _STANDING = frozenset({"pcie_limits"})
+# Log files a node without journal access keeps the kernel log in, first that exists wins.
+_SYSLOG_FILES = ("kern.log", "messages", "syslog")
 
 
 def _log_lines(text: str) -> bool:
@@ -57,7 +70,7 @@ class KernelLogCollector:
         log = self.read(ctx, now)
         # A file the user named is read whole: it is the incident they want examined,
         # however old. The live log is cut to the window.
-        since = float("inf") if ctx.kernel_log_file is not None else ctx.since_s
+        since = float("inf") if _named_files(ctx) else ctx.since_s
         for name in log.event_lists():
             events = getattr(log, name)
             if name not in _STANDING:
@@ -73,8 +86,17 @@ class KernelLogCollector:
 
     def read(self, ctx: CollectContext, now: datetime) -> KernelLog:
         """The parsed kernel log from the first source that answers."""
-        if ctx.kernel_log_file is not None:
-            return self._from_file(ctx, Path(ctx.kernel_log_file), now)
+        files = _named_files(ctx)
+        if files:
+            logs = [self._from_file(ctx, path, now) for path in files]
+            if len(logs) == 1:
+                return logs[0]
+            # several logs of one node: interleaved by time, lines held by both once
+            merged = combine_facts([_as_facts(log) for log in logs])
+            out = KernelLog(lines_read=sum(log.lines_read for log in logs))
+            for name in out.event_lists():
+                setattr(out, name, getattr(merged, name))
+            return out
         denied: list[str] = []
         empty_journal: tuple[str, str] | None = None
 
@@ -100,11 +122,16 @@ class KernelLogCollector:
         log = self._from_kmsg(ctx, now, denied)
         if log is not None:
             return log
+        log = self._from_syslog_file(ctx, now, denied)
+        if log is not None:
+            return log
         if empty_journal is not None:
             return parse_kernel_log(empty_journal[0], source=empty_journal[1], now=now)
         if denied:
             raise CollectorUnavailable("no permission to read the kernel log: " + "; ".join(denied))
-        raise CollectorUnavailable("no kernel log source: no journalctl, dmesg or /dev/kmsg")
+        raise CollectorUnavailable(
+            "no kernel log source: no journalctl, dmesg, /dev/kmsg or /var/log/kern.log"
+        )
 
     @staticmethod
     def _usable(res: CommandResult, denied: list[str]) -> bool:
@@ -119,16 +146,57 @@ class KernelLogCollector:
             return False
         return res.ok
 
-    def _from_file(self, ctx: CollectContext, path: Path, now: datetime) -> KernelLog:
+    def _from_file(
+        self, ctx: CollectContext, path: Path, now: datetime, start: datetime | None = None
+    ) -> KernelLog:
+        """``path`` read in chunks, at most ``ctx.kernel_log_max_bytes`` of it (its newest
+        part), from the line logged at ``start`` on when given; a cut read is recorded."""
         try:
-            data = path.read_bytes()
-        except PermissionError as exc:
-            raise CollectorUnavailable(f"no permission to read the kernel log: {exc}") from exc
+            fd, st = open_log(path)
+        except LogFileError as exc:
+            raise CollectorUnavailable(str(exc)) from exc
+        cap = ctx.kernel_log_max_bytes
+        parser = KernelLogParser(str(path), now=now)
+        raw: list[str] = []
+        kept = 0
+        try:
+            offset = None
+            if start is not None and st.st_size > 0:
+                offset = window_start(fd, st.st_size, start, _stamp_reader(now), cap)
+            chunks, span = read_capped(fd, st, cap, offset)
+            for chunk in chunks:
+                text = chunk.decode("utf-8", errors="replace")
+                if kept < MAX_RAW_CHARS:
+                    raw.append(text[: MAX_RAW_CHARS - kept])
+                    kept += len(raw[-1])
+                parser.feed(text)
         except OSError as exc:
             raise CollectorUnavailable(f"cannot read kernel log file {path}: {exc}") from exc
-        text = data.decode("utf-8", errors="replace")
-        ctx.keep_raw(self.name, str(path), text)
-        return parse_kernel_log(text, source=str(path), now=now)
+        finally:
+            os.close(fd)
+        log = parser.finish()
+        source = span.describe(path)
+        if source != str(path):
+            for name in log.event_lists():
+                for ev in getattr(log, name):
+                    ev.source = source
+        cut = span.truncated or kept >= MAX_RAW_CHARS
+        ctx.keep_raw(self.name, source, "".join(raw), truncated=cut)
+        return log
+
+    def _from_syslog_file(
+        self, ctx: CollectContext, now: datetime, denied: list[str]
+    ) -> KernelLog | None:
+        """The window of the first syslog file that exists, read backwards to its start."""
+        for name in _SYSLOG_FILES:
+            path = ctx.path("var", "log", name)
+            if not path.exists():
+                continue
+            try:
+                return self._from_file(ctx, path, now, now - timedelta(seconds=ctx.since_s))
+            except CollectorUnavailable as exc:
+                denied.append(str(exc))
+        return None
 
     @staticmethod
     def _boot_time(ctx: CollectContext, now: datetime) -> datetime | None:
@@ -174,3 +242,25 @@ class KernelLogCollector:
         return parse_kernel_log(
             text, source=str(path), boot_time=self._boot_time(ctx, now), now=now
         )
+
+
+def _named_files(ctx: CollectContext) -> list[Path]:
+    named = ctx.kernel_log_file
+    if named is None:
+        return []
+    if isinstance(named, str | Path):
+        return [Path(named)]
+    return [Path(p) for p in named]
+
+
+def _as_facts(log: KernelLog) -> Facts:
+    return Facts(**{name: getattr(log, name) for name in log.event_lists()})
+
+
+def _stamp_reader(now: datetime) -> Callable[[str], datetime | None]:
+    """Dates one line (the absolute stamp forms; None for seconds-since-boot)."""
+
+    def stamp_of(line: str) -> datetime | None:
+        return split_stamp(0, line, None, now).time
+
+    return stamp_of

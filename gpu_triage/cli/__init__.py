@@ -22,6 +22,7 @@ from gpu_triage.cli import (
     explain,
     facts,
     fleet,
+    readiness,
     rules,
     run,
     tui_launch,
@@ -47,6 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_parser(sub)
     facts.add_parser(sub)
     diff.add_parser(sub)
+    readiness.add_parser(sub)
     return ap
 
 
@@ -68,6 +70,8 @@ def main(argv: list[str] | None = None) -> int:
             return diff.cmd_diff(args)
         if args.command == "fleet":
             return fleet.cmd_fleet(args)
+        if args.command == "readiness":
+            return readiness.cmd_readiness(args)
         if args.command in ("npd", "slurm-healthcheck"):
             return check.cmd_check(args)
         if args.command == "tui" or (args.command is None and argv is None and sys.stdin.isatty()):

@@ -22,7 +22,13 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         help="remove hostnames, serials, UUIDs, users and command lines",
     )
     col.add_argument("--only", help="comma-separated collector names")
-    col.add_argument("--kernel-log", type=Path, help="read this file as the kernel log")
+    col.add_argument(
+        "--kernel-log",
+        type=Path,
+        action="append",
+        help="read this file as the kernel log (its newest 32 MiB at most); repeatable: "
+        "several files merge by time",
+    )
     col.add_argument(
         "--from-text",
         nargs="+",
@@ -39,7 +45,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 def collect_live(
     window: float,
     only: set[str] | None = None,
-    kernel_log: Path | None = None,
+    kernel_log: Path | list[Path] | None = None,
     progress: bool = True,
 ) -> Any:
     from gpu_triage.collectors.base import CollectContext

@@ -50,7 +50,13 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         type=Path,
         help="history of findings (first/last seen, cleared); default: beside --out",
     )
-    run.add_argument("--kernel-log", type=Path, help="read this file as the kernel log")
+    run.add_argument(
+        "--kernel-log",
+        type=Path,
+        action="append",
+        help="read this file as the kernel log (its newest 32 MiB at most); repeatable: "
+        "several files merge by time",
+    )
     run.add_argument(
         "--site",
         type=Path,

@@ -788,6 +788,12 @@ class SiteInventory(FactModel):
     expected_pcie_gen: int | None = fact("gen", "PCIe generation every GPU should link at")
     expected_pcie_width: int | None = fact("lanes", "PCIe width every GPU should link at")
     expected_nvlink_active: int | None = fact("links", "NVLink links each GPU should have up")
+    expected_ib_ports: int | None = fact(
+        "ports", "InfiniBand ports that should be active (e.g. 8 on an 8-GPU H100/H200/B200 node)"
+    )
+    expected_ib_rate_gbps: float | None = fact(
+        "Gb/s", "rate every InfiniBand port should run at (e.g. 400 for NDR)"
+    )
     pinned_driver_version: str | None = fact("", "the driver version the golden image pins")
     pinned_vbios_version: str | None = fact("", "the VBIOS version the site pins")
     rdma_configured: bool | None = fact("", "RDMA (InfiniBand/RoCE) is used on this node")

@@ -49,7 +49,8 @@ def test_healthy_node_has_nothing_above_info(builtin_book, engine: str) -> None:
 def test_unavailable_gpu_collector_is_not_healthy(builtin_book, engine: str) -> None:
     doc = evaluate(load_snapshot(SNAPSHOTS / "no-gpu-collector.json"), builtin_book, engine=engine)
     assert not doc.findings
-    gpu_rules = {r.id for r in builtin_book.rules if "gpu" in r.iter_kinds}
+    # NVML reads the GPUs and their NVLinks: every rule over either is in question.
+    gpu_rules = {r.id for r in builtin_book.rules if {"gpu", "nvlink"} & set(r.iter_kinds)}
     # Every GPU rule is "cannot evaluate" except those the healthy host facts decide on
     # their own (false and anything is false) and those that only apply when the site
     # inventory says so (none is supplied here). A rule that also waits on an answer is
@@ -68,12 +69,14 @@ def test_unavailable_gpu_collector_is_not_healthy(builtin_book, engine: str) -> 
     # action) have no subject when the kernel log holds no such event.
     about_events = {r.id for r in builtin_book.rules if r.join_gpu}
     # Rules about growth between runs stay quiet until a previous run exists.
-    about_growth = {
-        r.id for r in builtin_book.rules if "gpu" in r.iter_kinds and "_delta)" in r.rule.when
+    about_growth = {r.id for r in builtin_book.rules if "_delta)" in r.rule.when}
+    # Rules about a feature only some GPUs report (the NVSwitch fabric) judge it where read.
+    where_reported = {
+        r.id for r in builtin_book.rules if r.rule.when.lstrip().startswith("available(gpu.")
     }
     assert not gpu_rules & {f.rule_id for f in doc.needs_confirmation}
     assert {f.rule_id for f in doc.cannot_evaluate} == (
-        gpu_rules - decided_by_host - site_gated - about_events - about_growth
+        gpu_rules - decided_by_host - site_gated - about_events - about_growth - where_reported
     )
     asking = next(f for f in doc.cannot_evaluate if f.rule_id == "gpu-memory-exhaustion-risk")
     assert asking.questions  # the question is still shown

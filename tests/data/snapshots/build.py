@@ -9,7 +9,15 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from pathlib import Path
 
-from gpu_triage.model.facts import BusLossEvent, Facts, GpuFacts, HostFacts, UnavailableReason, XidEvent
+from gpu_triage.model.facts import (
+    BusLossEvent,
+    DiagResult,
+    Facts,
+    GpuFacts,
+    HostFacts,
+    UnavailableReason,
+    XidEvent,
+)
 from gpu_triage.model.snapshot import CollectorState, CollectorStatus, Snapshot, dump_snapshot
 
 HERE = Path(__file__).parent
@@ -224,6 +232,86 @@ def build() -> dict[str, Snapshot]:
             xids=out["xid79"].facts.xids,
             bus_losses=out["xid79"].facts.bus_losses,
         ),
+    )
+    out.update(readiness())
+    return out
+
+
+DIAG_TESTS = [
+    ("Deployment", "Denylist"),
+    ("Deployment", "NVML Library"),
+    ("Deployment", "CUDA Main Library"),
+    ("Deployment", "Persistence Mode"),
+    ("Deployment", "Environment Variables"),
+    ("Deployment", "Page Retirement/Row Remap"),
+    ("Deployment", "Graphics Processes"),
+    ("Deployment", "Inforom"),
+    ("Integration", "PCIe"),
+    ("Hardware", "GPU Memory"),
+]
+
+
+def diags(fail: tuple[str, int, str] | None = None) -> list[DiagResult]:
+    """A dcgmi diag -r 2 run over 8 GPUs, all passing but ``fail`` (test, GPU, message)."""
+    out = []
+    for cat, test in DIAG_TESTS:
+        gpus: list[int | None] = [None] if cat == "Deployment" else list(range(8))
+        for g in gpus:
+            bad = fail is not None and fail[0] == test and fail[1] == g
+            out.append(
+                DiagResult(
+                    category=cat,
+                    test=test,
+                    result="fail" if bad else "pass",
+                    gpu_index=g,
+                    message=fail[2] if bad and fail else None,
+                    error_id=52 if bad else None,
+                    error_code="DCGM_FR_FAULTY_MEMORY" if bad else None,
+                    error_severity="isolate" if bad else None,
+                    error_category="hardware_memory" if bad else None,
+                    dcgm_version="3.3.5",
+                    source="dcgmi diag -r 2 -j",
+                )
+            )
+    return out
+
+
+DIAG_OK = [*ALL_OK, status("dcgm_diag", kinds=["diag"])]
+
+
+def readiness() -> dict[str, Snapshot]:
+    """Nodes for `gpu-triage readiness --snapshot`: one that passes and three that fail."""
+    idle = {"utilization_gpu_pct": 0.0, "power_draw_w": 72.0, "memory_used_mib": 1.0}
+    gpus = [h100(i, **idle) for i in range(8)]
+    out = {
+        "readiness-healthy": snap(
+            "a new 8x H100 node before service: every check and diagnostic passes",
+            Facts(host=host(), gpus=gpus, diags=diags()),
+            DIAG_OK,
+        )
+    }
+    remap = [h100(i, **idle) for i in range(8)]
+    remap[3] = h100(3, remapped_rows_pending=True, remapped_rows_uncorrectable=1, **idle)
+    out["readiness-row-remap-pending"] = snap(
+        "GPU 3 has a row remap pending (needs a reset before service)",
+        Facts(host=host(), gpus=remap, diags=diags()),
+        DIAG_OK,
+    )
+    link = [h100(i, **idle) for i in range(8)]
+    link[5] = h100(5, pcie_link_width=8, **idle)
+    out["readiness-link-downgraded"] = snap(
+        "GPU 5 trained its PCIe link at x8 of x16",
+        Facts(host=host(), gpus=link, diags=diags()),
+        DIAG_OK,
+    )
+    out["readiness-diag-failed"] = snap(
+        "dcgmi diag: the memory test fails on GPU 2",
+        Facts(
+            host=host(),
+            gpus=[h100(i, **idle) for i in range(8)],
+            diags=diags(("GPU Memory", 2, "GPU 2 failed memory test: 3 mismatched bytes")),
+        ),
+        DIAG_OK,
     )
     return out
 
