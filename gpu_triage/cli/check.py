@@ -7,7 +7,7 @@ import argparse
 from typing import Any
 
 from gpu_triage.cli.collect import collect_live
-from gpu_triage.cli.common import add_check_args, load_book, load_snapshot
+from gpu_triage.cli.common import add_check_args, load_book, load_snapshot, say
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -51,7 +51,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     doc, error = _check_findings(args)
     if args.command == "npd":
         code, message = integ.npd_verdict(doc, args.severity, error=error)
-        print(message)
+        say(message)
         return code
     from gpu_triage.io.commands import run_command
 
@@ -62,5 +62,5 @@ def cmd_check(args: argparse.Namespace) -> int:
     code, message = integ.slurm_healthcheck(
         doc, args.node or integ.slurm_node_name(), run, severity=args.severity
     )
-    print(f"gpu-triage slurm-healthcheck: {message}" + (f" ({error})" if error else ""))
+    say(f"gpu-triage slurm-healthcheck: {message}" + (f" ({error})" if error else ""))
     return code

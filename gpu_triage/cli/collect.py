@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from gpu_triage.cli.common import emit, err
+from gpu_triage.cli.common import emit, err, say
 from gpu_triage.engine.findings import ExitCode
 
 
@@ -114,11 +114,11 @@ def cmd_collect(args: argparse.Namespace) -> int:
     if intake is not None:
         # what was read, and above all what was not: never dropped without a word
         for piece in intake.pieces if sys.stderr.isatty() else intake.problems:
-            print(f"  {piece.describe()}", file=sys.stderr)
+            say(f"  {piece.describe()}", file=sys.stderr)
         return 0 if intake.anything_read else ExitCode.UNKNOWN
     if sys.stderr.isatty():
         for c in snap.collectors:
-            print(
+            say(
                 f"  {c.name:<20} {c.state.value:<12} {c.duration_s:6.2f}s {c.error}",
                 file=sys.stderr,
             )
