@@ -12,6 +12,7 @@ from gpu_triage.cli.common import SEVERITIES, add_rules_args, err, load_book, lo
 from gpu_triage.engine.verdict import ExitCode
 from gpu_triage.io.files import DEFAULT_LOCK_TIMEOUT_S, DEFAULT_MODE
 from gpu_triage.model.demos import demo_names, demo_snapshot_path
+from gpu_triage.model.facts import Symptom
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -69,6 +70,19 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         metavar="FILE",
         help="job metrics (YAML/JSON: step_time_ms, rank_step_times_ms, "
         "latency_p99_ms, ...; kind job)",
+    )
+    run.add_argument(
+        "--symptom",
+        choices=[s.value for s in Symptom],
+        help="what you are seeing: its differential ranks first and its questions are asked first",
+    )
+    run.add_argument(
+        "--error-text",
+        action="append",
+        type=Path,
+        default=[],
+        metavar="FILE",
+        help="the error text the job (or nvidia-smi, docker, a plugin) printed; repeatable",
     )
     run.add_argument(
         "--answers",
@@ -155,6 +169,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     try:
         supplied = _supplied_facts(args)
+        errors = read_error_texts(args.error_text)
     except ValueError as exc:
         err(str(exc))
         return ExitCode.USAGE
@@ -173,6 +188,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                 snap.facts.answers.update(value)
             else:
                 setattr(snap.facts, attr, value)
+        add_symptom(snap.facts, args.symptom, errors)
         return snap, source
 
     state = args.state
@@ -226,6 +242,46 @@ def cmd_run(args: argparse.Namespace) -> int:
     if doc.exit_code == ExitCode.UNKNOWN:
         err(doc.verdict)
     return int(doc.exit_code)
+
+
+def read_error_texts(paths: list[Path]) -> Any:
+    """The error texts a responder gives (``--error-text``), as facts; a file with no known
+    error in it is a usage error naming it, not a silent nothing."""
+    from gpu_triage.collectors.parsers import ParseError
+    from gpu_triage.collectors.parsers.registry import get_parser
+    from gpu_triage.model.facts import Facts
+
+    parse = get_parser("error-text")
+    out = Facts()
+    for path in paths:
+        try:
+            part = parse(path.read_bytes().decode("utf-8", errors="replace"), str(path))
+        except OSError as exc:
+            raise ValueError(f"{path}: cannot read: {exc}") from None
+        except ParseError as exc:
+            raise ValueError(str(exc)) from None
+        out.errors.extend(part.errors)
+        if part.driver is not None and out.driver is None:
+            out.driver = part.driver
+    return out
+
+
+def add_symptom(facts: Any, symptom: str | None, errors: Any) -> None:
+    """The responder's symptom into job.symptom, the error texts into the facts."""
+    from gpu_triage.collectors.merge import merge_fields
+    from gpu_triage.model.facts import JobMetrics
+
+    if symptom:
+        if facts.job is None:
+            facts.job = JobMetrics(source="--symptom")
+        facts.job.symptom = symptom
+    if errors.errors:
+        facts.errors = [*facts.errors, *errors.errors]
+    if errors.driver is not None:
+        if facts.driver is None:
+            facts.driver = errors.driver
+        else:
+            merge_fields(facts.driver, errors.driver)
 
 
 def _supplied_facts(args: argparse.Namespace) -> dict[str, Any]:
