@@ -8,6 +8,8 @@ recorded as a failure of that collector alone.
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,6 +38,19 @@ class CollectContext:
     kernel_log_max_bytes: int = 32 << 20  # of a file, its newest part (see log_files)
     since_s: float = 2 * 3600.0  # how far back to read the kernel log
     raw: list[RawOutput] = field(default_factory=list)
+    # Directories searched for commands before the fixed PATH (fakes in tests, a site's
+    # tools); None: the fixed PATH alone.
+    search_path: str | None = None
+    # Set by the runner when it gives up on the collector (its deadline passed, or the
+    # run is stopping): the command running is killed at once.
+    cancel: threading.Event = field(default_factory=threading.Event)
+    deadline: float | None = None  # time.monotonic() by which the collector must be done
+    unanswered: list[str] = field(default_factory=list)  # commands that timed out here
+    in_command: int = 0  # commands running now (the runner waits for their kill)
+
+    def timed_out_commands(self) -> list[str]:
+        """Commands that existed but did not answer in time (a failure, not an absence)."""
+        return list(self.unanswered)
 
     def path(self, *parts: str) -> Path:
         """A path under the root, e.g. ``ctx.path('proc', 'stat')``."""
@@ -50,10 +65,20 @@ class CollectContext:
         )
 
     def run(self, collector: str, argv: list[str], timeout_s: float | None = None) -> CommandResult:
-        """Run a command and keep its output as raw evidence."""
-        res = run_command(argv, timeout_s or self.command_timeout_s)
+        """Run a command and keep its output as raw evidence. It ends by the collector's
+        deadline at the latest, and at once when the runner cancels the collector."""
+        timeout = timeout_s or self.command_timeout_s
+        if self.deadline is not None:
+            timeout = min(timeout, max(self.deadline - time.monotonic(), 0.0))
+        self.in_command += 1
+        try:
+            res = run_command(argv, timeout, cancel=self.cancel, search_path=self.search_path)
+        finally:
+            self.in_command -= 1
+        if res.timed_out or res.cancelled:
+            self.unanswered.append(" ".join(argv))
         if not res.missing:
-            self.keep_raw(collector, " ".join(argv), res.stdout)
+            self.keep_raw(collector, " ".join(argv), res.stdout, truncated=res.truncated)
         return res
 
 

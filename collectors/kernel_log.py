@@ -51,6 +51,10 @@ def _log_lines(text: str) -> bool:
     )
 
 
+class KernelLogUnanswered(RuntimeError):
+    """A kernel log source exists but did not answer in time, and no other did."""
+
+
 class KernelLogCollector:
     """Reads the kernel log of the last ``ctx.since_s`` seconds and extracts its events."""
 
@@ -127,6 +131,9 @@ class KernelLogCollector:
             return log
         if empty_journal is not None:
             return parse_kernel_log(empty_journal[0], source=empty_journal[1], now=now)
+        if stuck := ctx.timed_out_commands():
+            # a source that exists but did not answer is a failure, not "not present"
+            raise KernelLogUnanswered(f"no kernel log: timed out: {'; '.join(stuck)}")
         if denied:
             raise CollectorUnavailable("no permission to read the kernel log: " + "; ".join(denied))
         raise CollectorUnavailable(

@@ -49,6 +49,18 @@ _CONN = r"(?:X|SYS|SOC|NODE|PHB|PXB|PIX|PSB|C2C|NV\d{1,3})"
 _P2P = r"(?:X|OK|NS|CNS|GNS|TNS|U)"
 _KUBE_MEMBER = r"^\S[^:]{0,80}:(?:\s|$)|^\s+\S"
 
+
+def _error_text_anchor() -> str:
+    """The error-text table's distinctive keys (12 characters or more, so a word such as
+    "ecc" inside another tool's output starts nothing), as one case-blind alternation."""
+    from gpu_triage.collectors.parsers.error_signatures import SIGNATURES
+
+    keys = sorted({k for s in SIGNATURES for k in s.keys if len(k) >= 12}, key=len, reverse=True)
+    return "(?i:" + "|".join(re.escape(k) for k in keys) + ")"
+
+
+ERROR_TEXT_ANCHOR = _error_text_anchor()
+
 DETECTORS: tuple[Detector, ...] = (
     Detector(
         "nvidia-smi-q",
@@ -259,6 +271,28 @@ DETECTORS: tuple[Detector, ...] = (
         ),
         member=r"^\S{3,5}\s+\d{1,2} \d\d:\d\d:\d\d \S+ \S+?(?:\[\d+\])?:",
         command=r"\b(?:dmesg|journalctl)\b|/var/log/(?:syslog|messages|kern)",
+        wraps=True,
+    ),
+    # Last: an error a job, nvidia-smi, docker or a plugin printed (the signature table's
+    # longer keys); it never interrupts a segment of the formats above.
+    Detector(
+        "error-text",
+        anchor=ERROR_TEXT_ANCHOR,
+        member=(
+            r"^\s+\S|^Traceback |^\w+(?:\.\w+)*(?:Error|Exception|Warning):"
+            r"|^(?:Start-Date|Commandline|Requested-By|Install|Upgrade|Remove|End-Date):"
+            r"|(?i:\berror\b)"
+        ),
+        yields_to=(
+            "nvidia-smi",
+            "nvidia-smi-q",
+            "nvidia-smi-q-xml",
+            "dcgmi-diag",
+            "kernel-log",
+            "kubectl-describe-pod",
+            "kubectl-describe-node",
+            "kubectl-events",
+        ),
         wraps=True,
     ),
 )

@@ -1,10 +1,13 @@
 """Run every collector at once, each under its own deadline, and merge what they found.
 
 Each collector runs in its own daemon thread, into its own fresh :class:`Facts`, with its
-own copy of the context (so its raw outputs stay its own). A collector that overruns its
-deadline is recorded as ``timed_out`` and its thread abandoned: the commands it runs carry
-their own timeouts and are killed with their process group, so nothing it started
-outlives them for long. Total wall time is the window plus the largest budget, at most.
+own copy of the context (so its raw outputs stay its own). The supervisor (this
+function) decides each collector's status once: from the result the thread hands in,
+or ``timed_out`` when its deadline passes first. A timed-out collector is abandoned: its
+context is cancelled (the command it runs is killed at once, with everything it
+started), and whatever it hands in later is discarded, never merged or counted as ok.
+Total wall time is the window plus the largest budget, at most; ``cancel`` (a stopping
+loop) ends it sooner.
 """
 
 from __future__ import annotations
@@ -30,6 +33,10 @@ from gpu_triage.model.snapshot import CollectorState, CollectorStatus, RawOutput
 # Time a collector gets beyond the sampling window when neither the caller nor the
 # collector (attribute ``budget_s``) says otherwise: one command timeout plus slack.
 DEFAULT_BUDGET_S = 15.0
+CANCEL_POLL_S = 0.05  # how often the supervisor looks at ``cancel``
+ABANDON_JOIN_S = 1.0  # the longest wait for abandoned collectors to clean up
+# collector name -> its abandoned thread that has not ended (one per collector at most)
+_STUCK: dict[str, threading.Thread] = {}
 
 # Kinds a collector that stops as unavailable may still deliver: the record of why.
 FAILURE_EVIDENCE = ("driver", "error")
@@ -80,9 +87,22 @@ class _Run:
     facts: Facts
     started: float
     deadline: float
-    state: CollectorState | None = None
+    state: CollectorState | None = None  # written by the supervisor alone
     error: str = ""
     duration_s: float = 0.0
+    raw: list[RawOutput] = dataclasses.field(default_factory=list)
+    thread: threading.Thread | None = None
+    abandoned: bool = False
+
+
+@dataclasses.dataclass(frozen=True)
+class _Outcome:
+    """What a collector thread hands to the supervisor; it writes nothing shared."""
+
+    run: _Run
+    state: CollectorState
+    error: str
+    duration_s: float
 
 
 def collect_snapshot(
@@ -92,6 +112,7 @@ def collect_snapshot(
     timeout_s: float | None = None,
     progress: ProgressFn | None = None,
     description: str = "",
+    cancel: threading.Event | None = None,
 ) -> Snapshot:
     """Run ``collectors`` concurrently and return one merged :class:`Snapshot`.
 
@@ -103,49 +124,88 @@ def collect_snapshot(
     collectors = list(default_collectors() if collectors is None else collectors)
     ctx = ctx or CollectContext()
     taken_at = datetime.now(UTC)
-    done: queue.Queue[_Run] = queue.Queue()
+    done: queue.Queue[_Outcome] = queue.Queue()
     runs: list[_Run] = []
     for col in collectors:
         budget = timeout_s if timeout_s is not None else getattr(col, "budget_s", None)
         budget = DEFAULT_BUDGET_S if budget is None else float(budget)
         name = str(getattr(col, "name", type(col).__name__))
+        now = time.monotonic()
+        deadline = now + max(ctx.window_s, 0.0) + max(budget, 0.0)
         run = _Run(
             collector=col,
             name=name,
-            ctx=dataclasses.replace(ctx, raw=[]),  # its own raw list: no interleaving
+            # its own raw list (no interleaving), its own cancel event and deadline
+            ctx=dataclasses.replace(
+                ctx, raw=[], unanswered=[], cancel=threading.Event(), deadline=deadline
+            ),
             facts=Facts(),
-            started=time.monotonic(),
-            deadline=time.monotonic() + max(ctx.window_s, 0.0) + max(budget, 0.0),
+            started=now,
+            deadline=deadline,
         )
         runs.append(run)
+        stuck = _STUCK.get(name)
+        if stuck is not None and stuck.is_alive():
+            # Its thread from an earlier collection is still stuck (in C: NVML): do not
+            # start another beside it, or a loop would gain a thread every run.
+            run.state = CollectorState.TIMED_OUT
+            run.error = "still stuck in an earlier collection; not started again"
+            continue
+        _STUCK.pop(name, None)
         if progress:
             progress(name, None)
-        threading.Thread(
+        run.thread = threading.Thread(
             target=_run_one, args=(run, done), name=f"collector-{name}", daemon=True
-        ).start()
+        )
+        run.thread.start()
 
-    pending = {id(r): r for r in runs}
+    pending = {id(r): r for r in runs if r.state is None}
     while pending:
         now = time.monotonic()
         next_deadline = min(r.deadline for r in pending.values())
+        wait = max(next_deadline - now, 0.0)
+        if cancel is not None:
+            wait = min(wait, CANCEL_POLL_S)
         try:
-            finished = done.get(timeout=max(next_deadline - now, 0.0))
+            outcome: _Outcome | None = done.get(timeout=wait)
         except queue.Empty:
-            finished = None
-        if finished is not None and id(finished) in pending:
-            del pending[id(finished)]
+            outcome = None
+        if outcome is not None and id(outcome.run) in pending:
+            r = outcome.run
+            del pending[id(r)]
+            r.state, r.error, r.duration_s = outcome.state, outcome.error, outcome.duration_s
+            r.raw = list(r.ctx.raw)
             if progress:
-                progress(finished.name, finished.state)
+                progress(r.name, r.state)
+        # (an outcome of a run no longer pending came too late: it is dropped)
         now = time.monotonic()
+        stopping = cancel is not None and cancel.is_set()
         for key, r in list(pending.items()):
-            if now >= r.deadline:
-                # Abandon the thread: its daemon status keeps it from holding up exit.
+            if stopping or now >= r.deadline:
+                r.ctx.cancel.set()  # kill what it runs now; its thread is abandoned
                 r.state = CollectorState.TIMED_OUT
                 r.duration_s = now - r.started
-                r.error = f"did not finish within {r.deadline - r.started:.1f}s"
+                r.error = (
+                    "stopped before it finished"
+                    if stopping and now < r.deadline
+                    else f"did not finish within {r.deadline - r.started:.1f}s"
+                )
+                r.raw = list(r.ctx.raw)  # what it had kept so far, as evidence
+                r.abandoned = True
                 del pending[key]
                 if progress:
                     progress(r.name, r.state)
+
+    # A cancelled collector's command dies at once: give a thread that was running one a
+    # moment to finish killing what it started (bounded), so nothing outlives a stopping
+    # process. One stuck elsewhere (in C: NVML) is left behind, and not started again.
+    join_until = time.monotonic() + ABANDON_JOIN_S
+    for r in runs:
+        if r.abandoned and r.thread is not None:
+            if r.ctx.in_command:
+                r.thread.join(max(join_until - time.monotonic(), 0.0))
+            if r.thread.is_alive():
+                _STUCK[r.name] = r.thread
 
     facts = Facts()
     statuses: list[CollectorStatus] = []
@@ -159,8 +219,7 @@ def collect_snapshot(
             # driver): keep those facts, nothing else it may have half filled.
             declared = tuple(getattr(r.collector, "kinds", ()))
             produced = _merge(facts, r.facts, tuple(k for k in FAILURE_EVIDENCE if k in declared))
-        # A timed-out collector's raw list may still grow: copy what is there now.
-        raw.extend(list(r.ctx.raw))
+        raw.extend(r.raw)  # as the supervisor decided it: nothing added late
         statuses.append(
             CollectorStatus(
                 name=r.name,
@@ -168,6 +227,7 @@ def collect_snapshot(
                 duration_s=round(r.duration_s, 3),
                 error=r.error,
                 kinds=produced,
+                truncated=any(o.truncated for o in r.raw) or None,
             )
         )
     tie_to_gpus(facts)
@@ -187,18 +247,16 @@ def collect_snapshot(
     )
 
 
-def _run_one(run: _Run, done: queue.Queue[_Run]) -> None:
+def _run_one(run: _Run, done: queue.Queue[_Outcome]) -> None:
+    """The collector's thread: it hands its outcome in; the supervisor decides."""
     try:
         run.collector.collect(run.ctx, run.facts)
-        run.state = CollectorState.OK
+        state, error = CollectorState.OK, ""
     except CollectorUnavailable as exc:
-        run.state = CollectorState.UNAVAILABLE
-        run.error = str(exc)
+        state, error = CollectorState.UNAVAILABLE, str(exc)
     except Exception as exc:  # noqa: BLE001 - one collector's crash must not end the rest
-        run.state = CollectorState.FAILED
-        run.error = f"{type(exc).__name__}: {exc}"
-    run.duration_s = time.monotonic() - run.started
-    done.put(run)
+        state, error = CollectorState.FAILED, f"{type(exc).__name__}: {exc}"
+    done.put(_Outcome(run, state, error, time.monotonic() - run.started))
 
 
 def _merge(into: Facts, part: Facts, declared: tuple[str, ...]) -> list[str]:

@@ -140,6 +140,10 @@ class Plan:
     filters: tuple[E.Expr, ...] = ()
     residual: tuple[E.Expr, ...] = ()
     fields: tuple[str, ...] = ()  # item fields read (grouping units)
+    # what the filters read of an item: values, and fields only tested for presence
+    # (``available(incident)``): units equal in these share the filters' verdict
+    filter_values: tuple[str, ...] = ()
+    filter_presence: tuple[str, ...] = ()
 
     @classmethod
     def of(cls, agg: E.Aggregate) -> Plan:
@@ -165,6 +169,15 @@ class Plan:
         if agg.field is not None:
             names.add(agg.field)
         plan.fields = tuple(sorted(names))
+        presence: set[str] = set()
+        values: set[str] = set()
+        for f in filters:
+            tested = {id(n.ref) for n in E.walk(f) if isinstance(n, E.Availability)}
+            for n in E.walk(f):
+                if isinstance(n, E.Ref) and n.local:
+                    (presence if id(n) in tested else values).add(n.name)
+        plan.filter_values = tuple(sorted(values))
+        plan.filter_presence = tuple(sorted(presence - values))
         return plan
 
 
@@ -257,8 +270,20 @@ class Index:
         idx = cls(plan)
         agg = plan.agg
         key_getters = [_getter(local) for local, _ in plan.keys]
+        verdicts: dict[tuple[Any, ...], bool | None] = {}
         for u in units(inp, agg.kind, plan.fields):
-            state = _and3(ev.eval(f, u.item).value for f in plan.filters)
+            fkey = tuple(getattr(u.item, n, None) for n in plan.filter_values) + tuple(
+                plain(getattr(u.item, n, None)) is None for n in plan.filter_presence
+            )
+            try:
+                state = verdicts.get(fkey, _UNSET)
+                shared = True
+            except TypeError:  # an unhashable value: no sharing
+                state, shared = _UNSET, False
+            if state is _UNSET:
+                state = _and3(ev.eval(f, u.item).value for f in plan.filters)
+                if shared:
+                    verdicts[fkey] = state
             if state is False:
                 continue
             value = None
@@ -276,6 +301,9 @@ class Index:
                 bucket = idx.buckets[key] = Bucket()
             bucket.cands.append(cand)
         return idx
+
+
+_UNSET: Any = object()
 
 
 def _getter(e: E.Expr) -> Callable[[Evaluator, FactModel], Any]:

@@ -36,6 +36,8 @@ from gpu_triage.engine.inputs import Binding, EvalInput, bindings, subject_key, 
 from gpu_triage.engine.model import RunbookStep
 from gpu_triage.engine.placeholders import PLACEHOLDER_NODE, fill, placeholders
 from gpu_triage.engine.reference import Clause, Conclusions, Evaluator, Missing, Val
+from gpu_triage.engine.symptoms import differential
+from gpu_triage.engine.verdict import judge
 from gpu_triage.model.catalog import kinds
 from gpu_triage.model.limits import SnapshotTooLarge, check_counts, counts_of
 from gpu_triage.model.snapshot import Snapshot, SnapshotError
@@ -264,6 +266,8 @@ def _evaluate(
     )
     doc.collectors = list(collectors)
     doc.snapshot_source = source
+    code, doc.verdict = judge(doc.summary.critical, doc.summary.warning, doc.collectors, inp.facts)
+    doc.exit_status = int(code)
     return doc
 
 
@@ -321,9 +325,18 @@ def build_document(
         if f.group:
             f.competing = competing.of(f)
     order = {r.id: r.order for r in book.rules}
+    # What the responder sees (job.symptom) puts its differential first within a severity,
+    # its questions first among those to confirm.
+    job = inp.facts.job
+    focus = (
+        differential(((r.id, r.rule.tags) for r in book.rules), str(job.symptom))
+        if job is not None and job.symptom is not None
+        else set()
+    )
 
-    def rank(f: Finding) -> tuple[int, int, int, str]:
-        return (*f.sort_key, order[f.rule_id], f.subject_key)
+    def rank(f: Finding) -> tuple[int, int, int, int, str]:
+        severity, stage = f.sort_key
+        return (severity, f.rule_id not in focus, stage, order[f.rule_id], f.subject_key)
 
     fired.sort(key=rank)
     unknown.sort(key=rank)

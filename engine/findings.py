@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from enum import IntEnum, StrEnum
+from enum import StrEnum
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -11,19 +11,10 @@ from pydantic import BaseModel, ConfigDict, Field
 from gpu_triage import __version__
 from gpu_triage.engine.model import Question, RunbookStep, Severity, Stage
 from gpu_triage.engine.subject import SubjectKey
+from gpu_triage.engine.verdict import ExitCode as ExitCode  # re-exported: its old home
 from gpu_triage.model.snapshot import HISTORY_SOURCE, CollectorStatus
 
 FINDINGS_SCHEMA_VERSION = 1
-
-
-class ExitCode(IntEnum):
-    """Nagios-style exit codes, as monitoring systems read them."""
-
-    OK = 0
-    WARNING = 1
-    CRITICAL = 2
-    UNKNOWN = 3  # collection failed or the rulebook could not load
-    USAGE = 64
 
 
 class Status(StrEnum):
@@ -135,6 +126,14 @@ class Summary(Model):
 
 
 class FindingsDocument(Model):
+    verdict: str = Field(
+        default="",
+        description="the exit code and why, in words (the first line of every report)",
+    )
+    exit_status: int | None = Field(
+        default=None,
+        description="0 healthy, 1 warning, 2 critical, 3 unknown (could not look)",
+    )
     schema_version: int = FINDINGS_SCHEMA_VERSION
     generated_at: datetime = Field(default_factory=lambda: datetime.now(UTC))
     tool_version: str = __version__
@@ -155,11 +154,12 @@ class FindingsDocument(Model):
 
     @property
     def exit_code(self) -> ExitCode:
+        if self.exit_status is not None:
+            return ExitCode(self.exit_status)
+        # a document written before the verdict was stored
         if self.summary.critical:
             return ExitCode.CRITICAL
-        if self.summary.warning:
-            return ExitCode.WARNING
         collected = [c for c in self.collectors if c.name != HISTORY_SOURCE]
-        if collected and all(c.state != "ok" for c in collected):
+        if any(c.state in ("failed", "timed_out") for c in collected):
             return ExitCode.UNKNOWN
-        return ExitCode.OK
+        return ExitCode.WARNING if self.summary.warning else ExitCode.OK

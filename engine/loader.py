@@ -128,15 +128,77 @@ def _add_document(
 
 
 def _check_trusted(path: Path, allow_untrusted: bool) -> str | None:
-    """Running as root, refuse rule files others may write: a rulebook is code in effect."""
+    """Running as root, refuse a rule file anybody but root could change: a rulebook is
+    code in effect (see :func:`trust_problem`)."""
     if allow_untrusted or not hasattr(os, "geteuid") or os.geteuid() != 0:
         return None
-    st = path.stat()
-    if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH) or st.st_uid != 0:
-        return (
-            f"refusing {path}: writable by users other than root "
-            "(fix its owner/mode, or pass --allow-untrusted-rules)"
-        )
+    try:
+        problem = trust_problem(path)
+    except OSError as exc:
+        problem = f"cannot check it: {exc.strerror or exc}"
+    if problem is None:
+        return None
+    return (
+        f"refusing {path}: writable by users other than root ({problem}; "
+        "fix the owner/mode, or pass --allow-untrusted-rules)"
+    )
+
+
+def trust_problem(path: Path) -> str | None:
+    """Why root must not trust the rule file ``path`` (None: it may). Nobody but root may
+    be able to change what it says: the file is root's regular file, writable by root
+    alone; its directory and every parent up to ``/`` are root's and not writable by
+    group or others unless sticky (nobody can rename root's entries in a sticky
+    directory); every symbolic link on the way is root's and is resolved and its target
+    checked the same way."""
+    todo = list(Path(os.path.abspath(path)).parts[1:])
+    current = "/"
+    problem = _dir_problem(current, os.lstat(current))
+    hops = 0
+    while todo and problem is None:
+        part = todo.pop(0)
+        if part in ("", "."):
+            continue
+        if part == "..":
+            current = os.path.dirname(current)
+            continue
+        step = os.path.join(current, part)
+        st = os.lstat(step)
+        if stat.S_ISLNK(st.st_mode):
+            hops += 1
+            if hops > 40:
+                return f"{step}: too many symbolic links"
+            if st.st_uid != 0:
+                return f"{step}: a symbolic link owned by uid {st.st_uid}"
+            target = Path(os.readlink(step))
+            if target.is_absolute():
+                current = "/"
+                todo = list(target.parts[1:]) + todo
+            else:
+                todo = list(target.parts) + todo
+            continue
+        problem = _dir_problem(step, st) if todo else _file_problem(step, st)
+        current = step
+    return problem
+
+
+def _dir_problem(where: str, st: os.stat_result) -> str | None:
+    if not stat.S_ISDIR(st.st_mode):
+        return f"{where}: not a directory"
+    if st.st_uid != 0:
+        return f"directory {where} is owned by uid {st.st_uid}, not root"
+    if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH) and not st.st_mode & stat.S_ISVTX:
+        return f"directory {where} is writable by group or others (and not sticky)"
+    return None
+
+
+def _file_problem(where: str, st: os.stat_result) -> str | None:
+    if not stat.S_ISREG(st.st_mode):
+        return f"{where}: not a regular file"
+    if st.st_uid != 0:
+        return f"{where} is owned by uid {st.st_uid}, not root"
+    if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        return f"{where} is writable by group or others"
     return None
 
 

@@ -1,5 +1,10 @@
 """Text for the TUI's panes, built as rich ``Text`` (never markup: fact values, rule text
-and command output are shown as they are, never interpreted)."""
+and command output are shown as they are, never interpreted).
+
+Every pane is a :class:`SafeText`: each string put into it passes
+:func:`gpu_triage.io.escape.visible` (control characters and escape sequences shown as
+``\\x1b``-style text, line breaks kept), so a GPU name, a hostname or a process name cannot
+move the cursor, retitle the terminal or hide text."""
 
 from __future__ import annotations
 
@@ -7,10 +12,12 @@ import re
 import shlex
 from typing import Any
 
+from rich.style import Style
 from rich.text import Text
 
 from gpu_triage.engine.findings import Finding, FindingsDocument, Status
 from gpu_triage.engine.model import Question, QuestionType, RunbookStep
+from gpu_triage.io.escape import visible
 from gpu_triage.model.catalog import kinds
 from gpu_triage.model.facts import FactModel, Facts
 from gpu_triage.model.snapshot import Snapshot
@@ -30,15 +37,24 @@ OUTCOME_STYLE = {
 }
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-Z\\-_]")
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+class SafeText(Text):
+    """rich ``Text`` that shows every string appended to it inertly (see the module doc)."""
+
+    def __init__(self, text: str = "", *args: Any, **kw: Any) -> None:
+        super().__init__(visible(text, multiline=True), *args, **kw)
+
+    def append(self, text: str | Text, style: str | Style | None = None) -> Text:
+        if isinstance(text, str):
+            text = visible(text, multiline=True)
+        return super().append(text, style)
 
 
 def clean_line(line: str) -> str:
     """Command output as inert text: ANSI sequences dropped, other control characters
     shown as visible escapes, tabs expanded."""
-    line = _ANSI.sub("", line)
-    line = _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", line)
-    return line.expandtabs(4)
+    return visible(_ANSI.sub("", line).expandtabs(4))
 
 
 def fmt_value(v: Any) -> str:
@@ -51,8 +67,8 @@ def fmt_value(v: Any) -> str:
     if isinstance(v, list):
         return ", ".join(fmt_value(x) for x in v) if v else "(empty)"
     if hasattr(v, "value") and not isinstance(v, int | str):
-        return str(v.value)
-    return str(v)
+        return visible(v.value)
+    return visible(v)
 
 
 def argv_text(argv: list[str] | None) -> str:
@@ -61,11 +77,11 @@ def argv_text(argv: list[str] | None) -> str:
 
 def severity_label(f: Finding) -> Text:
     sev = f.severity.value
-    return Text(f"{SEVERITY_WORD[sev]:<8}", style=SEVERITY_STYLE[sev])
+    return SafeText(f"{SEVERITY_WORD[sev]:<8}", style=SEVERITY_STYLE[sev])
 
 
 def summary_text(doc: FindingsDocument | None, *, host: str, source: str) -> Text:
-    t = Text()
+    t = SafeText()
     t.append(host or "unknown host", style="bold")
     if source:
         t.append(f"  {source}", style="dim")
@@ -92,7 +108,7 @@ def summary_text(doc: FindingsDocument | None, *, host: str, source: str) -> Tex
 
 
 def finding_line(f: Finding, marks: str = "") -> Text:
-    t = Text(no_wrap=False)
+    t = SafeText(no_wrap=False)
     t.append_text(severity_label(f))
     t.append(" ")
     t.append(f.title)
@@ -104,7 +120,7 @@ def finding_line(f: Finding, marks: str = "") -> Text:
 
 
 def section_header(label: str, count: int, note: str = "") -> Text:
-    t = Text(f"── {label} ({count})", style="bold reverse" if count else "bold")
+    t = SafeText(f"── {label} ({count})", style="bold reverse" if count else "bold")
     if note:
         t.append(f" {note}", style="dim")
     return t
@@ -115,7 +131,7 @@ def _heading(t: Text, label: str) -> None:
 
 
 def detail_text(f: Finding, step_labels: list[str], answers: dict[str, Any]) -> Text:
-    t = Text()
+    t = SafeText()
     sev = f.severity.value
     t.append(SEVERITY_WORD[sev], style=SEVERITY_STYLE[sev])
     t.append(f" · {STATUS_WORD[f.status]} · stage {f.stage.value}\n", style="dim")
@@ -191,7 +207,7 @@ def question_kind(q: Question) -> str:
 
 
 def step_text(step: RunbookStep, index: int, label: str, detail: str, notes: list[str]) -> Text:
-    t = Text()
+    t = SafeText()
     t.append(f"Step {index + 1}: {step.title}\n", style="bold")
     t.append("$ ", style="dim")
     t.append(argv_text(step.command) + "\n", style="bold")
@@ -268,21 +284,21 @@ def fact_rows(snapshot: Snapshot, kind_unavailable: dict[str, Any] | None = None
         if kind_unavailable and kind in kind_unavailable and not items:
             why = kind_unavailable[kind]
             section = "GPUs" if kind == "gpu" else _section(kind, FactModel(), 0)
-            rows.append((section, kind, "(all)", "unavailable", "", str(why)))
+            rows.append((section, kind, "(all)", "unavailable", "", visible(why)))
             continue
         for i, item in enumerate(items):
-            section, label = _section(kind, item, i), _item_label(kind, item, i)
+            section, label = _section(kind, item, i), visible(_item_label(kind, item, i))
             for name, fi in info.fields.items():
                 v = getattr(item, name, None)
                 if v is None or v == []:
                     why = item.why_unavailable(name)
                     if why is None:
                         continue
-                    rows.append((section, label, name, "unavailable", fi.unit, str(why)))
+                    rows.append((section, label, name, "unavailable", fi.unit, visible(why)))
                     continue
-                rows.append((section, label, name, fmt_value(v), fi.unit, item.source))
+                rows.append((section, label, name, fmt_value(v), fi.unit, visible(item.source)))
     for qid, ans in facts.answers.items():
-        rows.append(("answers", "answer", qid, fmt_value(ans), "", "responder"))
+        rows.append(("answers", "answer", visible(qid), fmt_value(ans), "", "responder"))
     return rows
 
 
@@ -307,7 +323,7 @@ def row_matches(row: FactRow, query: str) -> bool:
 
 
 def history_text(entries: list[Any]) -> Text:
-    t = Text()
+    t = SafeText()
     prev: set[tuple[tuple[str, str], str]] | None = None
     for h in entries:
         s = h.doc.summary

@@ -344,7 +344,7 @@ SIGNATURES: tuple[Signature, ...] = (
         True,
         _package_upgrade,
         value_group="new",
-        keys=("upgrade:",),
+        keys=("upgrade:", "unattended-upgrade"),
     ),
     Signature(
         "nvml-library-not-found",
@@ -398,7 +398,7 @@ SIGNATURES: tuple[Signature, ...] = (
         + r"\s+(?:driver\s+rpc\s+error|driver\s+error):\s+"
         + phrase("timed out"),
         True,
-        keys=("timed out",),
+        keys=("timed out", "initialization error"),
     ),
     Signature(
         "container-cli-cuda-requirement",
@@ -572,7 +572,7 @@ SIGNATURES: tuple[Signature, ...] = (
         + phrase("uncorrectable ECC error encountered")
         + r"|CUDA_ERROR_ECC_UNCORRECTABLE|cudaErrorECCUncorrectable)",
         True,
-        keys=("ecc",),
+        keys=("ecc", "uncorrectable ecc", "ecc_uncorrectable"),
     ),
     Signature(
         "cuda-device-assert",
@@ -922,7 +922,7 @@ SIGNATURES: tuple[Signature, ...] = (
         + loose("Consider increasing the value of the", "num_workers")
         + r")",
         True,
-        keys=("workers",),
+        keys=("workers", "many workers which", "num_workers"),
     ),
 )
 

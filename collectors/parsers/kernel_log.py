@@ -40,6 +40,7 @@ from gpu_triage.collectors.pci import normalize_pci
 from gpu_triage.model.facts import (
     AerEvent,
     BusLossEvent,
+    HostEvent,
     KernelEvent,
     NvlinkErrorEvent,
     OomKillEvent,
@@ -77,6 +78,7 @@ class KernelLog:
     ooms: list[OomKillEvent] = field(default_factory=list)
     nvlink_errors: list[NvlinkErrorEvent] = field(default_factory=list)
     pcie_limits: list[PcieLimitEvent] = field(default_factory=list)
+    host_events: list[HostEvent] = field(default_factory=list)
     lines_read: int = 0
     # PCI id (normalised) -> GPU UUID, from "NVRM: GPU at PCI:...: GPU-..." lines
     gpu_uuids: dict[str, str] = field(default_factory=dict)
@@ -780,6 +782,27 @@ class KernelLogParser:
         ev.values.update(values)
         return True
 
+    # ---------------------------------------------------------------- host health
+
+    def on_host_health(self, ln: Line) -> bool:
+        text = ln.text
+        for problem, rx in _HOST_PATTERNS:
+            if m := rx.search(text):
+                groups = m.groupdict()
+                dev = groups.get("dev") or groups.get("dev2") or groups.get("dev3")
+                values: dict[str, Any] = {
+                    "problem": problem,
+                    "device": dev or None,
+                    "message": text[m.start() :].strip()[:500],
+                }
+                if groups.get("proc"):
+                    values["process_name"] = groups["proc"]
+                if groups.get("pid"):
+                    values["pid"] = int(groups["pid"])
+                self.emit("host_events", HostEvent, ln, **values)
+                return True
+        return False
+
     # ---------------------------------------------------------------- AER
 
     def on_aer(self, ln: Line) -> bool:
@@ -1008,6 +1031,39 @@ def _unquoted(message: str, ln: Line) -> str:
 # --------------------------------------------------------------------------- line kinds
 
 # Checked in this order on each candidate line; the first handler that takes it wins.
+# Host problems node-problem-detector's kernel monitor reports (its default
+# kernel-monitor.json: task hung, filesystem read-only / errors, I/O errors, NFS, MCE).
+_HOST_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
+    (
+        "hung_task",
+        re.compile(
+            r"INFO: task (?P<proc>.{1,64}?):(?P<pid>\d{1,10}) blocked for more than \d+ seconds"
+        ),
+    ),
+    (
+        "fs_error",
+        re.compile(
+            r"(?:EXT4-fs|EXT3-fs|BTRFS) (?:error|critical)\s*\((?:device )?(?P<dev>[^)\s]{1,64})\)"
+            r"|(?:EXT4-fs|EXT3-fs) \((?P<dev2>[^)\s]{1,64})\): Remounting filesystem read-only"
+            r"|XFS \((?P<dev3>[^)\s]{1,64})\): (?:Corruption|.{0,40}shut(?:ting)? down|"
+            r"metadata I/O error|log I/O error|Internal error)"
+        ),
+    ),
+    (
+        "io_error",
+        re.compile(
+            r"(?:blk_update_request|print_req_error|critical medium error|I/O error),? dev "
+            r"(?P<dev>[\w-]{1,32}), sector|Buffer I/O error on dev(?:ice)? (?P<dev2>[\w-]{1,32})"
+        ),
+    ),
+    ("nfs_not_responding", re.compile(r"nfs: server (?P<dev>\S{1,128}) not responding")),
+    (
+        "machine_check",
+        re.compile(r"Machine [Cc]heck(?: Exception| events logged|:)|mce: \[Hardware Error\]"),
+    ),
+    ("disk_full", re.compile(r"No space left on device")),
+)
+
 LINE_KINDS: tuple[LineKind, ...] = (
     LineKind("driver", (), KernelLogParser.on_driver),  # notes, never takes a line
     LineKind("xid", ("Xid",), KernelLogParser.on_xid),
@@ -1019,6 +1075,23 @@ LINE_KINDS: tuple[LineKind, ...] = (
     ),
     LineKind("bus_loss", ("fallen", "Fallen"), KernelLogParser.on_bus_loss),
     LineKind("pcie_limit", ("PCIe bandwidth",), KernelLogParser.on_pcie_limit),
+    LineKind(
+        "host_health",
+        (
+            "blocked for more than",
+            "EXT4-fs",
+            "EXT3-fs",
+            "BTRFS",
+            "XFS (",
+            "I/O error",
+            "medium error",
+            "not responding",
+            "Machine Check",
+            "Machine check",
+            "No space left",
+        ),
+        KernelLogParser.on_host_health,
+    ),
     LineKind(
         "aer",
         (

@@ -7,7 +7,7 @@ import argparse
 from typing import Any
 
 from gpu_triage.cli.collect import collect_live
-from gpu_triage.cli.common import add_check_args, load_book, load_snapshot
+from gpu_triage.cli.common import add_check_args, load_book, load_snapshot, say
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -48,10 +48,14 @@ def _check_findings(args: argparse.Namespace) -> tuple[Any, str]:
 def cmd_check(args: argparse.Namespace) -> int:
     from gpu_triage.ops import integrations as integ
 
-    doc, error = _check_findings(args)
+    try:
+        doc, error = _check_findings(args)
+    except Exception as exc:  # noqa: BLE001 - a check that cannot look says "unknown"
+        text = str(exc).strip().splitlines()
+        doc, error = None, f"{type(exc).__name__}: {text[0] if text else ''}".rstrip(": ")
     if args.command == "npd":
         code, message = integ.npd_verdict(doc, args.severity, error=error)
-        print(message)
+        say(message)
         return code
     from gpu_triage.io.commands import run_command
 
@@ -60,7 +64,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         return (res.returncode if res.returncode is not None else 127), res.stdout + res.stderr
 
     code, message = integ.slurm_healthcheck(
-        doc, args.node or integ.slurm_node_name(), run, severity=args.severity
+        doc, args.node or integ.slurm_node_name(), run, severity=args.severity, error=error
     )
-    print(f"gpu-triage slurm-healthcheck: {message}" + (f" ({error})" if error else ""))
+    say(f"gpu-triage slurm-healthcheck: {message}" + (f" ({error})" if error else ""))
     return code

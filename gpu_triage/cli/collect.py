@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from gpu_triage.cli.common import emit, err
+from gpu_triage.cli.common import emit, err, say
 from gpu_triage.engine.findings import ExitCode
 
 
@@ -40,6 +40,38 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "is split at its prompts; KIND:FILE forces a parser (gpu-triage facts parsers "
         "lists them); repeatable",
     )
+    add_collector_args(col)
+
+
+def add_collector_args(p: argparse.ArgumentParser) -> None:
+    """Bounds of a live collection, settable short (fault soaks, slow sites)."""
+    p.add_argument(
+        "--collector-timeout",
+        type=float,
+        metavar="SECONDS",
+        help="each collector's budget beyond the window (default: its own, about 15 s)",
+    )
+    p.add_argument(
+        "--command-timeout",
+        type=float,
+        default=10.0,
+        metavar="SECONDS",
+        help="each command a collector runs (default 10)",
+    )
+    p.add_argument(
+        "--command-path",
+        metavar="DIRS",
+        help="colon-separated directories searched for collector commands before the "
+        "fixed PATH (sites with tools elsewhere; test fakes)",
+    )
+
+
+def collector_options(args: argparse.Namespace) -> dict[str, Any]:
+    return {
+        "collector_timeout": getattr(args, "collector_timeout", None),
+        "command_timeout": getattr(args, "command_timeout", 10.0),
+        "command_path": getattr(args, "command_path", None),
+    }
 
 
 def collect_live(
@@ -47,12 +79,22 @@ def collect_live(
     only: set[str] | None = None,
     kernel_log: Path | list[Path] | None = None,
     progress: bool = True,
+    *,
+    cancel: Any = None,
+    collector_timeout: float | None = None,
+    command_timeout: float = 10.0,
+    command_path: str | None = None,
 ) -> Any:
     from gpu_triage.collectors.base import CollectContext
     from gpu_triage.collectors.runner import collect_snapshot, default_collectors
 
     collectors = [c for c in default_collectors() if not only or c.name in only]
-    ctx = CollectContext(window_s=window, kernel_log_file=kernel_log)
+    ctx = CollectContext(
+        window_s=window,
+        kernel_log_file=kernel_log,
+        command_timeout_s=command_timeout,
+        search_path=command_path,
+    )
     show = progress and sys.stderr.isatty()
 
     def report(name: str, state: Any) -> None:
@@ -60,7 +102,9 @@ def collect_live(
             msg = "running" if state is None else state.value
             print(f"  {name:<20} {msg}", file=sys.stderr)
 
-    return collect_snapshot(collectors, ctx, progress=report)
+    return collect_snapshot(
+        collectors, ctx, progress=report, cancel=cancel, timeout_s=collector_timeout
+    )
 
 
 def cmd_collect(args: argparse.Namespace) -> int:
@@ -101,7 +145,7 @@ def cmd_collect(args: argparse.Namespace) -> int:
         snap = snapshot_from_intake(intake)
     else:
         only = set(args.only.split(",")) if args.only else None
-        snap = collect_live(args.window, only, args.kernel_log)
+        snap = collect_live(args.window, only, args.kernel_log, **collector_options(args))
     if args.redact:
         from gpu_triage.collectors.redact import redact_snapshot
 
@@ -114,11 +158,11 @@ def cmd_collect(args: argparse.Namespace) -> int:
     if intake is not None:
         # what was read, and above all what was not: never dropped without a word
         for piece in intake.pieces if sys.stderr.isatty() else intake.problems:
-            print(f"  {piece.describe()}", file=sys.stderr)
+            say(f"  {piece.describe()}", file=sys.stderr)
         return 0 if intake.anything_read else ExitCode.UNKNOWN
     if sys.stderr.isatty():
         for c in snap.collectors:
-            print(
+            say(
                 f"  {c.name:<20} {c.state.value:<12} {c.duration_s:6.2f}s {c.error}",
                 file=sys.stderr,
             )

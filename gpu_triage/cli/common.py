@@ -50,8 +50,16 @@ def add_check_args(p: argparse.ArgumentParser) -> None:
     add_rules_args(p)
 
 
+def say(text: object, *, file: Any = None) -> None:
+    """Print text for a person: node strings in it (hostnames, GPU and process names,
+    log lines) are shown inertly, never interpreted by the terminal (escape.visible)."""
+    from gpu_triage.io.escape import visible
+
+    print(visible(text, multiline=True), file=file)
+
+
 def err(msg: str) -> None:
-    print(f"gpu-triage: {msg}", file=sys.stderr)
+    say(f"gpu-triage: {msg}", file=sys.stderr)
 
 
 def emit(text: str, out: Path | None) -> None:

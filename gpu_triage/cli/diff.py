@@ -7,6 +7,7 @@ from pathlib import Path
 
 from gpu_triage.cli.common import add_rules_args, emit, err, load_book, load_snapshot
 from gpu_triage.engine.findings import ExitCode
+from gpu_triage.io import jsonio
 
 LIVE = "live"
 
@@ -59,7 +60,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
         healthy_label=str(args.healthy),
     )
     if args.format == "json":
-        emit(report.model_dump_json(indent=2) + "\n", args.out)
+        emit(jsonio.dump_model(report, indent=2) + "\n", args.out)
     else:
         emit(diff_markdown(report), args.out)
     return 0

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from gpu_triage.cli.common import add_rules_args, err, load_book, load_snapshot
+from gpu_triage.cli.common import add_rules_args, err, load_book, load_snapshot, say
 from gpu_triage.engine.findings import ExitCode
 
 
@@ -34,5 +34,5 @@ def cmd_explain(args: argparse.Namespace) -> int:
     except KeyError as exc:
         err(str(exc.args[0]))
         return ExitCode.USAGE
-    print(render_explanation(x))
+    say(render_explanation(x))
     return 0

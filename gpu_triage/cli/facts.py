@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from gpu_triage.cli.common import add_rules_args, emit, err, load_book, subparser
-from gpu_triage.engine.findings import ExitCode
+from gpu_triage.engine.verdict import ExitCode
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 
 from gpu_triage.cli.common import emit, err
-from gpu_triage.engine.findings import ExitCode
+from gpu_triage.engine.verdict import ExitCode
 from gpu_triage.io import jsonio
 
 

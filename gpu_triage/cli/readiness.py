@@ -8,6 +8,7 @@ from pathlib import Path
 from gpu_triage.cli.collect import collect_live
 from gpu_triage.cli.common import add_rules_args, emit, err, load_book, load_snapshot
 from gpu_triage.engine.findings import ExitCode
+from gpu_triage.io import jsonio
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -65,7 +66,9 @@ def cmd_readiness(args: argparse.Namespace) -> int:
         err(str(exc))
         return ExitCode.UNKNOWN
     text = (
-        report_markdown(rep) if args.format == "markdown" else rep.model_dump_json(indent=2) + "\n"
+        report_markdown(rep)
+        if args.format == "markdown"
+        else jsonio.dump_model(rep, indent=2) + "\n"
     )
     try:
         emit(text, args.out)

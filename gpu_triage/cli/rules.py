@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from gpu_triage.cli.common import add_rules_args, emit, err, load_book, subparser
+from gpu_triage.cli.common import add_rules_args, emit, err, load_book, say, subparser
 from gpu_triage.engine.findings import ExitCode
 
 
@@ -52,7 +52,7 @@ def cmd_rules(args: argparse.Namespace, ap: argparse.ArgumentParser) -> int:
         paths, builtin = _rule_paths(args.paths)
         diags = lint(PARSERS, paths, include_builtin=builtin)
         for d in diags:
-            print(d)
+            say(d)
         errors = sum(d.level == "error" for d in diags)
         print(f"{errors} error(s), {len(diags) - errors} warning(s)", file=sys.stderr)
         return 1 if errors else 0

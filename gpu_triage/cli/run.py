@@ -7,11 +7,12 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from gpu_triage.cli.collect import collect_live
+from gpu_triage.cli.collect import add_collector_args, collect_live, collector_options
 from gpu_triage.cli.common import SEVERITIES, add_rules_args, err, load_book, load_snapshot
-from gpu_triage.engine.findings import ExitCode
+from gpu_triage.engine.verdict import ExitCode
 from gpu_triage.io.files import DEFAULT_LOCK_TIMEOUT_S, DEFAULT_MODE
 from gpu_triage.model.demos import demo_names, demo_snapshot_path
+from gpu_triage.model.facts import Symptom
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -71,6 +72,19 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "latency_p99_ms, ...; kind job)",
     )
     run.add_argument(
+        "--symptom",
+        choices=[s.value for s in Symptom],
+        help="what you are seeing: its differential ranks first and its questions are asked first",
+    )
+    run.add_argument(
+        "--error-text",
+        action="append",
+        type=Path,
+        default=[],
+        metavar="FILE",
+        help="the error text the job (or nvidia-smi, docker, a plugin) printed; repeatable",
+    )
+    run.add_argument(
         "--answers",
         type=Path,
         metavar="FILE",
@@ -106,6 +120,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     )
     run.add_argument("--engine", choices=("auto", "durable", "reference"), default="auto")
     run.add_argument("--window", type=float, default=1.0, help="sampling window when collecting")
+    add_collector_args(run)
     add_rules_args(run)
 
 
@@ -122,12 +137,15 @@ def _octal_mode(text: str) -> int:
 def cmd_run(args: argparse.Namespace) -> int:
     from gpu_triage.io.files import UnsafeFile, target_kind
 
-    early = _start_collecting(args)  # the window runs while the rulebook loads
+    if args.interval is not None and not args.interval > 0:  # NaN too
+        err("--interval must be positive")
+        return ExitCode.USAGE
+    stop = getattr(args, "stop", None)  # SIGTERM/SIGINT, held by main() in loop mode
+    early = _start_collecting(args, stop)  # the window runs while the rulebook loads
 
     from gpu_triage.engine.loader import RulebookError
-    from gpu_triage.model.snapshot import SnapshotError
     from gpu_triage.ops.history import History
-    from gpu_triage.ops.unattended import RunSpec, run_loop, run_once
+    from gpu_triage.ops.unattended import RunError, RunSpec, Stopped, run_loop, run_once
 
     try:
         book = load_book(args)
@@ -143,9 +161,6 @@ def cmd_run(args: argparse.Namespace) -> int:
         except ValueError as exc:
             err(str(exc))
             return ExitCode.USAGE
-    if args.interval is not None and args.interval <= 0:
-        err("--interval must be positive")
-        return ExitCode.USAGE
     if args.lock_timeout < 0:
         err("--lock-timeout must not be negative")
         return ExitCode.USAGE
@@ -154,6 +169,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     try:
         supplied = _supplied_facts(args)
+        errors = read_error_texts(args.error_text)
     except ValueError as exc:
         err(str(exc))
         return ExitCode.USAGE
@@ -164,12 +180,15 @@ def cmd_run(args: argparse.Namespace) -> int:
         elif early:  # the first live run was started before the rulebook loaded
             snap, source = early.pop().result(), "live"
         else:
-            snap, source = collect_live(window=args.window, kernel_log=args.kernel_log), "live"
+            snap, source = collect_live(**_collect_options(args, stop)), "live"
+        if stop is not None and stop.is_set():
+            raise Stopped
         for attr, value in supplied.items():
             if attr == "answers":
                 snap.facts.answers.update(value)
             else:
                 setattr(snap.facts, attr, value)
+        add_symptom(snap.facts, args.symptom, errors)
         return snap, source
 
     state = args.state
@@ -201,12 +220,16 @@ def cmd_run(args: argparse.Namespace) -> int:
         lock_timeout=args.lock_timeout,
         mode=args.out_mode,
     )
+    if args.interval is not None:
+        if stop is not None and stop.is_set():
+            return ExitCode.UNKNOWN  # stopped while starting: no run was made
+        return run_loop(spec, args.interval, stop=stop)
     try:
-        if args.interval is not None:
-            return run_loop(spec, args.interval)
         doc = run_once(spec)
-    except SnapshotError as exc:
+    except RunError as exc:
         err(str(exc))
+        return ExitCode.UNKNOWN
+    except Stopped:
         return ExitCode.UNKNOWN
     except UnsafeFile as exc:  # a refused path or a lock timeout: the message names it
         err(str(exc))
@@ -216,7 +239,49 @@ def cmd_run(args: argparse.Namespace) -> int:
         return ExitCode.UNKNOWN
     if doc.engine.fallback_reason and args.engine != "reference":
         err(f"engine: {doc.engine.name} ({doc.engine.fallback_reason})")
+    if doc.exit_code == ExitCode.UNKNOWN:
+        err(doc.verdict)
     return int(doc.exit_code)
+
+
+def read_error_texts(paths: list[Path]) -> Any:
+    """The error texts a responder gives (``--error-text``), as facts; a file with no known
+    error in it is a usage error naming it, not a silent nothing."""
+    from gpu_triage.collectors.parsers import ParseError
+    from gpu_triage.collectors.parsers.registry import get_parser
+    from gpu_triage.model.facts import Facts
+
+    parse = get_parser("error-text")
+    out = Facts()
+    for path in paths:
+        try:
+            part = parse(path.read_bytes().decode("utf-8", errors="replace"), str(path))
+        except OSError as exc:
+            raise ValueError(f"{path}: cannot read: {exc}") from None
+        except ParseError as exc:
+            raise ValueError(str(exc)) from None
+        out.errors.extend(part.errors)
+        if part.driver is not None and out.driver is None:
+            out.driver = part.driver
+    return out
+
+
+def add_symptom(facts: Any, symptom: str | None, errors: Any) -> None:
+    """The responder's symptom into job.symptom, the error texts into the facts."""
+    from gpu_triage.collectors.merge import merge_fields
+    from gpu_triage.model.facts import JobMetrics
+
+    if symptom:
+        if facts.job is None:
+            facts.job = JobMetrics(source="--symptom")
+        facts.job.symptom = symptom
+    if errors.errors:
+        facts.errors = [*facts.errors, *errors.errors]
+    if errors.driver is not None:
+        if facts.driver is None:
+            facts.driver = errors.driver
+        else:
+            merge_fields(facts.driver, errors.driver)
 
 
 def _supplied_facts(args: argparse.Namespace) -> dict[str, Any]:
@@ -226,7 +291,16 @@ def _supplied_facts(args: argparse.Namespace) -> dict[str, Any]:
     return read_supplied(args.site, args.job, args.answers)
 
 
-def _start_collecting(args: argparse.Namespace) -> list[Any]:
+def _collect_options(args: argparse.Namespace, stop: Any) -> dict[str, Any]:
+    return {
+        "window": args.window,
+        "kernel_log": args.kernel_log,
+        "cancel": stop,
+        **collector_options(args),
+    }
+
+
+def _start_collecting(args: argparse.Namespace, stop: Any) -> list[Any]:
     """Start the first live collection in a thread at once: collection does not need the
     rulebook, and the sampling window is most of a run's time."""
     if args.snapshot or args.demo:
@@ -234,6 +308,6 @@ def _start_collecting(args: argparse.Namespace) -> list[Any]:
     from concurrent.futures import ThreadPoolExecutor
 
     pool = ThreadPoolExecutor(1, thread_name_prefix="collect")
-    future = pool.submit(collect_live, window=args.window, kernel_log=args.kernel_log)
+    future = pool.submit(collect_live, **_collect_options(args, stop))
     pool.shutdown(wait=False)
     return [future]

@@ -14,12 +14,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import secrets
+import selectors
 import signal
 import subprocess
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
+
+from gpu_triage.io.proctree import MARKER, become_subreaper, children_with_marker, kill_tree
 
 # Commands run with a minimal, predictable environment: a fixed PATH and the C locale
 # so outputs parse the same everywhere.
@@ -28,11 +33,19 @@ MAX_LINE_CHARS = 4096  # longer lines are cut (a binary blob is not worth showin
 MAX_OUTPUT_CHARS = 2_000_000  # what is kept for parsing and the record
 GRACE_S = 2.0  # between SIGTERM and SIGKILL
 READ_CHUNK = 65536
+MAX_CAPTURE_BYTES = 16 << 20  # stdout kept of one waited-for command; beyond: truncated
+MAX_STDERR_BYTES = 1 << 20
+EXIT_GRACE_S = 0.5  # how long the pipes may stay open after the command exited
+KILL_WAIT_S = 2.0  # the longest wait after a kill
+POLL_S = 0.1
 TRUNCATED_MARK = " …[line truncated]"
 
 
-def minimal_env() -> dict[str, str]:
-    env = {"PATH": SAFE_PATH, "LC_ALL": "C", "LANG": "C"}
+def minimal_env(search_path: str | None = None) -> dict[str, str]:
+    """The whole environment of a command: ``search_path`` (directories tried before the
+    fixed PATH: test fakes, a site's tools) and the C locale."""
+    path = f"{search_path}:{SAFE_PATH}" if search_path else SAFE_PATH
+    env = {"PATH": path, "LC_ALL": "C", "LANG": "C"}
     for keep in ("KUBECONFIG", "HOME"):
         if keep in os.environ:
             env[keep] = os.environ[keep]
@@ -53,7 +66,8 @@ class CommandResult:
     missing: bool = False  # the executable was not found
     denied: bool = False  # the executable could not be run (permission)
     error: str = ""
-    truncated: bool = False  # output beyond MAX_OUTPUT_CHARS was dropped (streaming)
+    truncated: bool = False  # output beyond the cap was dropped (and the command ended)
+    left_running: int = 0  # processes it started that could not be killed
     lines: int = 0  # lines seen (streaming)
     pgid: int | None = field(default=None, repr=False)
 
@@ -84,37 +98,129 @@ class CommandResult:
         return "ok" if self.returncode == 0 else f"exit {self.returncode}"
 
 
-def run_command(argv: list[str], timeout_s: float, *, stdin: str | None = None) -> CommandResult:
-    """Run ``argv`` (never through a shell) with a timeout; kill its process group on expiry."""
+def run_command(
+    argv: list[str],
+    timeout_s: float,
+    *,
+    stdin: str | None = None,
+    cancel: threading.Event | None = None,
+    search_path: str | None = None,
+    max_stdout: int = MAX_CAPTURE_BYTES,
+    max_stderr: int = MAX_STDERR_BYTES,
+) -> CommandResult:
+    """Run ``argv`` (never through a shell) and wait for it, within bounds.
+
+    * ``timeout_s`` (or ``cancel`` being set) ends it: ``timed_out`` (``cancelled``).
+    * Output beyond ``max_stdout``/``max_stderr`` bytes ends it too: what came first is
+      kept and ``truncated`` says so (a command that prints without end cannot fill
+      memory).
+    * However it ends, everything it started is killed: its process group, and
+      descendants that left the group (``setsid``, daemons), found by the marker in
+      their environment and re-parented to us as a child subreaper
+      (:mod:`gpu_triage.io.proctree`). A descendant that keeps the pipes open after
+      the command exited is killed after :data:`EXIT_GRACE_S`. Every wait after a kill
+      is bounded; ``left_running`` counts processes that could not be killed (stuck in
+      the kernel)."""
     start = time.monotonic()
+    res = CommandResult(list(argv))
+    if not argv or not argv[0]:
+        res.error = res.stderr = "empty command"
+        return res
+    if cancel is not None and cancel.is_set():
+        res.cancelled = True  # never start what has already been given up on
+        return res
+    token = secrets.token_hex(8)
+    env = minimal_env(search_path)
+    env[MARKER] = token
+    become_subreaper()
     try:
         proc = subprocess.Popen(
             argv,
             stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
-            env=minimal_env(),
-            start_new_session=True,  # its own process group, so a timeout kills children too
+            env=env,
+            start_new_session=True,  # its own process group, so a kill reaches children
         )
     except FileNotFoundError:
-        return CommandResult(argv, None, "", f"{argv[0]}: command not found", 0.0, missing=True)
+        res.missing, res.stderr = True, f"{argv[0]}: command not found"
+        return res
     except PermissionError as exc:
-        return CommandResult(argv, None, "", f"{argv[0]}: {exc}", 0.0, denied=True)
+        res.denied, res.stderr = True, f"{argv[0]}: {exc}"
+        return res
+    except OSError as exc:
+        res.error = res.stderr = f"{argv[0]}: {exc}"
+        return res
+    res.pgid = proc.pid
+    out, err = bytearray(), bytearray()
+    assert proc.stdout is not None and proc.stderr is not None
+    streams = {proc.stdout.fileno(): (out, max_stdout), proc.stderr.fileno(): (err, max_stderr)}
+    if stdin is not None and proc.stdin is not None:
+        with contextlib.suppress(OSError):
+            proc.stdin.write(stdin.encode())  # small inputs only: written before reading
+        with contextlib.suppress(OSError):
+            proc.stdin.close()
+    deadline = start + max(timeout_s, 0.0)
+    kill = False
     try:
-        out, err = proc.communicate(stdin.encode() if stdin is not None else None, timeout_s)
-        timed_out = False
-    except subprocess.TimeoutExpired:
-        kill_group(proc)
-        out, err = proc.communicate()
-        timed_out = True
-    return CommandResult(
-        argv,
-        proc.returncode,
-        out.decode("utf-8", errors="replace"),
-        err.decode("utf-8", errors="replace"),
-        time.monotonic() - start,
-        timed_out=timed_out,
-    )
+        kill = _pump(proc, streams, deadline, cancel, res)
+    finally:
+        marker = f"{MARKER}={token}".encode()
+        if kill or proc.poll() is None or children_with_marker(marker):
+            res.left_running = kill_tree(proc.pid, marker, wait_s=KILL_WAIT_S)
+        proc.stdout.close()
+        proc.stderr.close()
+        try:
+            proc.wait(KILL_WAIT_S)
+        except subprocess.TimeoutExpired:
+            res.left_running = max(res.left_running, 1)
+    res.returncode = proc.returncode
+    res.stdout = out.decode("utf-8", errors="replace")
+    res.stderr = err.decode("utf-8", errors="replace")
+    res.duration_s = time.monotonic() - start
+    return res
+
+
+def _pump(
+    proc: subprocess.Popen[bytes],
+    streams: dict[int, tuple[bytearray, int]],
+    deadline: float,
+    cancel: threading.Event | None,
+    res: CommandResult,
+) -> bool:
+    """Read both pipes until they close; True when the command must be killed."""
+    exited_at: float | None = None
+    with selectors.DefaultSelector() as sel:
+        for fd in streams:
+            sel.register(fd, selectors.EVENT_READ)
+        while sel.get_map():
+            now = time.monotonic()
+            if cancel is not None and cancel.is_set():
+                res.cancelled = True
+                return True
+            if now >= deadline:
+                res.timed_out = True
+                return True
+            if exited_at is None and proc.poll() is not None:
+                exited_at = now
+            if exited_at is not None and now - exited_at >= EXIT_GRACE_S:
+                return True  # it exited; something it started still holds the pipes
+            for key, _ in sel.select(min(deadline - now, POLL_S)):
+                fd = int(key.fd)
+                try:
+                    chunk = os.read(fd, READ_CHUNK)
+                except OSError:
+                    chunk = b""
+                if not chunk:
+                    sel.unregister(fd)
+                    continue
+                buf, cap = streams[fd]
+                room = cap - len(buf)
+                buf += chunk[: max(room, 0)]
+                if len(chunk) > room:
+                    res.truncated = True
+                    return True
+    return False
 
 
 def kill_group(proc: subprocess.Popen[bytes]) -> None:
@@ -196,13 +302,15 @@ async def run_streaming(
     if not argv or not argv[0]:
         result.error = "empty command"
         return result
+    token = secrets.token_hex(8)
+    become_subreaper()
     try:
         proc = await asyncio.create_subprocess_exec(
             *argv,
             stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.STDOUT,
-            env=minimal_env() if env is None else env,
+            env={**(minimal_env() if env is None else env), MARKER: token},
             start_new_session=True,  # its own process group: killing it reaches children
         )
     except FileNotFoundError:
@@ -242,6 +350,10 @@ async def run_streaming(
             cancel_task.cancel()
         if proc.returncode is None:
             await _terminate_group(proc, grace_s)
+        marker = f"{MARKER}={token}".encode()
+        if result.timed_out or result.cancelled or children_with_marker(marker):
+            # descendants that left the group (setsid) carry the marker: none outlives it
+            await asyncio.to_thread(kill_tree, proc.pid, marker, wait_s=KILL_WAIT_S)
         if not pump_task.done():
             # The pipe closes once every process holding it is gone; do not wait forever
             # on a grandchild that escaped the group.

@@ -230,6 +230,15 @@ _KINDS: list[_Kind] = [
         gpu_key="pci_bus_id",
         identity=("pci_bus_id",),
     ),
+    _Kind(
+        "host_event",
+        "host_events",
+        f.HostEvent,
+        _KERNEL,
+        event=True,
+        identity=("problem", "device"),
+        process_fields=("process_name",),
+    ),
     _Kind("xid_history", "xid_history", f.XidHistory, ("history",), gpu_key="pci_bus_id"),
     _Kind("driver", "driver", f.DriverFacts, ("nvml", "host", "text:driver"), singleton=True),
     # Error texts come from pastes and from collectors that failed in a known way; where

@@ -625,6 +625,20 @@ class NvlinkErrorEvent(KernelEvent):
     message: str | None = fact("", "the text logged")
 
 
+class HostEvent(KernelEvent):
+    """A host problem the kernel logs (node-problem-detector's kernel monitor): a hung task,
+    a filesystem or block I/O error, an NFS server not responding, a machine check, a full
+    disk."""
+
+    problem: str | None = fact(
+        "", "hung_task, fs_error, io_error, nfs_not_responding, machine_check or disk_full"
+    )
+    device: str | None = fact("", "device, filesystem or NFS server the line names")
+    process_name: str | None = fact("", "task named in the line (hung tasks)")
+    pid: int | None = fact("", "its pid")
+    message: str | None = fact("", "the text logged")
+
+
 class PcieLimitEvent(KernelEvent):
     """A PCIe device that trained below what it and its slot can do, as the kernel logs it
     at enumeration or driver load ("... available PCIe bandwidth, limited by ..."). One per
@@ -883,6 +897,7 @@ class Facts(BaseModel):
     pcie_limits: list[PcieLimitEvent] = Field(default_factory=list)
     xid_history: list[XidHistory] = Field(default_factory=list)
     diags: list[DiagResult] = Field(default_factory=list)
+    host_events: list[HostEvent] = Field(default_factory=list)
     driver: DriverFacts | None = None
     errors: list[ErrorTextEvent] = Field(default_factory=list)
     scheduler: SchedulerFacts | None = None

@@ -31,9 +31,22 @@ from gpu_triage.model.limits import (
 SCHEMA_VERSION = 1
 # The status of the unattended history store: not a collection of this node's state.
 HISTORY_SOURCE = "history"
+# Statuses of what a person or an earlier run supplied rather than a look at the node:
+# the history store, inventory and job-metrics files, pasted outputs ("text:PARSER:FILE").
+SUPPLIED_SOURCES = (HISTORY_SOURCE, "inventory", "job_metrics", "answers")
+TEXT_PREFIX = "text:"
+
+
+def is_supplied(collector_name: str) -> bool:
+    """Whether a status is of supplied input, not of a live collector of this node."""
+    return collector_name in SUPPLIED_SOURCES or collector_name.startswith(TEXT_PREFIX)
 
 
 class CollectorState(StrEnum):
+    """What became of a collector: *ok* (its output possibly cut at a cap: ``truncated``),
+    *unavailable* (not present: nothing to look at on this node), *failed* or
+    *timed_out* (it should have worked and did not)."""
+
     OK = "ok"
     UNAVAILABLE = "unavailable"  # the source is absent here (no driver, no kubectl)
     FAILED = "failed"  # it crashed or printed what could not be parsed
@@ -47,6 +60,9 @@ class CollectorStatus(BaseModel):
     duration_s: float = 0.0
     error: str = ""
     kinds: list[str] = Field(default_factory=list, description="fact kinds it produced")
+    truncated: bool | None = Field(
+        default=None, description="true: some output was cut at the runner's cap (still ok)"
+    )
 
 
 class RawOutput(BaseModel):

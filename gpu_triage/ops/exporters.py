@@ -39,6 +39,7 @@ def run_record(doc: FindingsDocument, facts: Facts | None = None) -> dict[str, A
         "ts": (doc.snapshot_taken_at or doc.generated_at).astimezone(UTC).isoformat(),
         "host": doc.hostname,
         "exit": int(doc.exit_code),
+        "verdict": doc.verdict,
         "engine": doc.engine.name,
         "rulebook": doc.rulebook.fingerprint,
         "findings": [
@@ -159,7 +160,8 @@ def prometheus_text(
 ) -> str:
     """Text exposition format for node_exporter's textfile collector, written by
     prometheus_client (its escaping is maintained upstream; label values pass
-    :func:`prom_label` first for the control characters it leaves raw)."""
+    :func:`prom_label` first for the control characters it leaves raw). The first
+    line, a comment, says the exit code and why."""
     from prometheus_client.exposition import generate_latest
 
     reg = _Families()
@@ -202,14 +204,20 @@ def prometheus_text(
     collectors = {c.name: c for c in doc.collectors}
     up = reg.family(
         "gpu_triage_collector_up",
-        "1 when the collector ran fine, 0 otherwise (state label says how).",
-        ("collector", "state"),
+        "1 when the collector ran fine, 0 otherwise (state label says how; truncated=yes: "
+        "its output was cut at the cap, still fine).",
+        ("collector", "state", "truncated"),
     )
     took = reg.family(
         "gpu_triage_collector_duration_seconds", "Collector wall time.", ("collector",)
     )
     for c in collectors.values():
-        up.add(1 if c.state.value == "ok" else 0, collector=c.name, state=c.state.value)
+        up.add(
+            1 if c.state.value == "ok" else 0,
+            collector=c.name,
+            state=c.state.value,
+            truncated="yes" if c.truncated else "no",
+        )
         took.add(round(c.duration_s, 4), collector=c.name)
     reg.family("gpu_triage_rules_evaluated", "Rules in the rulebook evaluated.").add(
         doc.summary.rules_evaluated
@@ -235,7 +243,10 @@ def prometheus_text(
     reg.family("gpu_triage_last_run_timestamp_seconds", "When this run finished.").add(
         round(stamp, 3)
     )
-    return generate_latest(reg).decode("utf-8")
+    text = generate_latest(reg).decode("utf-8")
+    if doc.verdict:  # one line, printable: the verdict quotes collector errors
+        text = f"# gpu-triage: {' '.join(doc.verdict.split())}\n" + text
+    return text
 
 
 def _facts_families(reg: _Families, facts: Facts) -> None:

@@ -2,22 +2,32 @@
 (first/last seen, what cleared) and the Xid ledger split at reboots.
 
 A systemd timer starts a new process each run; the state file lets it dedup as a loop does.
+The file is read and bounded by :mod:`gpu_triage.ops.state` (pydantic models; an invalid
+file is moved aside and reported once, the run goes on with a fresh state).
 """
 
 from __future__ import annotations
 
-import json
 import sys
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from gpu_triage.engine.findings import Cleared, FindingsDocument
-from gpu_triage.io.files import read_text, write_atomic
+from gpu_triage.io.files import write_atomic
 from gpu_triage.model.facts import XidHistory
 from gpu_triage.model.snapshot import HISTORY_SOURCE, CollectorState, CollectorStatus, Snapshot
 from gpu_triage.ops.counters import CounterLedger
+from gpu_triage.ops.state import (
+    CLEARED_KEEP,
+    MAX_CLEARED_PER_RUN,
+    MAX_EVENT_KEYS,
+    StateFile,
+    ledger_json,
+    read_state,
+    valid_xid_key,
+)
 
 
 @dataclass
@@ -30,9 +40,6 @@ class Seen:
     last_seen: datetime
 
 
-MAX_EVENT_KEYS = 500  # per GPU and code: enough to count a storm, bounded in the file
-
-
 @dataclass
 class XidLedger:
     """Xids seen on each GPU, split at the last reboot (``host.boot_time``): the same code
@@ -43,6 +50,7 @@ class XidLedger:
     resets: int = 0
     reset_time: str | None = None
     entries: dict[str, dict[str, Any]] = field(default_factory=dict)  # "bus|code" -> ...
+    notice: str = ""  # what was wrong with the state file: said once, in the first run
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> XidLedger:
@@ -64,8 +72,8 @@ class XidLedger:
     def prepare(self, snap: Snapshot) -> None:
         """Note a reboot, then give the evaluation what came before it as facts."""
         host = snap.facts.host
-        boot = host.boot_time.isoformat() if host and host.boot_time else None
-        if boot and self.boot and boot != self.boot:  # rebooted since the last run
+        boot = _iso(host.boot_time) if host and host.boot_time else None
+        if boot and self.boot and boot != _iso(self.boot):  # rebooted since the last run
             self.resets += 1
             self.reset_time = boot
             for e in self.entries.values():
@@ -88,19 +96,35 @@ class XidLedger:
                     )
                 )
         snap.collectors.append(
-            CollectorStatus(name=HISTORY_SOURCE, state=CollectorState.OK, kinds=["xid_history"])
+            CollectorStatus(
+                name=HISTORY_SOURCE,
+                state=CollectorState.OK,
+                kinds=["xid_history"],
+                error=self.notice,
+            )
         )
+        self.notice = ""
 
     def record(self, snap: Snapshot, now: datetime) -> None:
         """Count this run's Xid events (each event once, however many runs read it)."""
         for x in snap.facts.xids:
             if x.code is None or x.pci_bus_id is None:
                 continue
-            e = self.entries.setdefault(f"{x.pci_bus_id}|{x.code}", {"before": 0, "since": []})
+            key = f"{x.pci_bus_id}|{x.code}"
+            if not valid_xid_key(key):
+                continue  # never write what the next run would refuse to read
+            e = self.entries.setdefault(key, {"before": 0, "since": []})
             ident = x.time_text or (f"{x.monotonic_s}" if x.monotonic_s is not None else x.raw)
             if ident not in e["since"]:
                 e["since"] = [*e["since"], ident][-MAX_EVENT_KEYS:]
                 e["last"] = (x.time or now).isoformat()
+
+
+def _iso(value: datetime | str) -> str:
+    """One spelling of a time (the state file may say ``Z`` where a snapshot says ``+00:00``,
+    or be naive): compared as text, two spellings of one boot would look like a reboot."""
+    t = datetime.fromisoformat(value) if isinstance(value, str) else value
+    return (t if t.tzinfo is not None else t.replace(tzinfo=UTC)).astimezone(UTC).isoformat()
 
 
 @dataclass
@@ -118,30 +142,21 @@ class History:
         return f"{rule_id}|{subject_key}"
 
     @classmethod
-    def load(cls, path: Path | None) -> History:
+    def load(cls, path: Path | None, now: datetime | None = None) -> History:
         h = cls(path=path)
         if path is None:
             return h
-        try:
-            text = read_text(path)  # no symlink, our own file (gpu_triage.io.files)
-            if text is None:
-                return h
-            data = json.loads(text)
-            for k, v in data.get("seen", {}).items():
-                h.seen[k] = Seen(
-                    v["rule_id"],
-                    v["title"],
-                    v["severity"],
-                    v["subject_key"],
-                    datetime.fromisoformat(v["first_seen"]),
-                    datetime.fromisoformat(v["last_seen"]),
-                )
-            h.xids = XidLedger.from_json(data.get("xids") or {})
-            h.counters = CounterLedger.from_json(data.get("counters") or {})
-        except (OSError, ValueError, KeyError, TypeError) as exc:
-            # A damaged state file costs the first-seen times, never the run.
-            print(f"gpu-triage: ignoring unreadable state file {path}: {exc}", file=sys.stderr)
-            h.seen.clear()
+        state, notice = read_state(path, now)
+        h.seen = {
+            k: Seen(v.rule_id, v.title, v.severity, v.subject_key, v.first_seen, v.last_seen)
+            for k, v in state.seen.items()
+        }
+        h.xids = XidLedger.from_json(ledger_json(state))
+        h.counters = CounterLedger.from_json(state.counters.model_dump(mode="json"))
+        if notice:
+            # said once: the file was moved aside, the next run reads a fresh one
+            print(f"gpu-triage: warning: {notice}", file=sys.stderr)
+            h.xids.notice = notice
         return h
 
     def apply(self, doc: FindingsDocument, now: datetime) -> None:
@@ -154,8 +169,12 @@ class History:
             first = prev.first_seen if prev else now
             self.seen[k] = Seen(f.rule_id, f.title, f.severity.value, f.subject_key, first, now)
             f.first_seen, f.last_seen = first, now
-        for k in [k for k in self.seen if k not in current]:
-            s = self.seen.pop(k)
+        gone = [self.seen.pop(k) for k in [k for k in self.seen if k not in current]]
+        # A finding last seen long ago (the node was not watched since) is dropped, not
+        # listed: a state left over from long ago must not flood one run's document.
+        recent = [s for s in gone if now - s.last_seen <= CLEARED_KEEP]
+        recent.sort(key=lambda s: s.last_seen, reverse=True)
+        for s in recent[:MAX_CLEARED_PER_RUN]:
             doc.cleared.append(
                 Cleared(
                     rule_id=s.rule_id,
@@ -172,6 +191,7 @@ class History:
         if self.path is None:
             return
         data = {
+            "version": 1,
             "seen": {
                 k: {
                     "rule_id": s.rule_id,
@@ -186,4 +206,6 @@ class History:
             "xids": self.xids.to_json(),
             "counters": self.counters.to_json(),
         }
-        write_atomic(self.path, json.dumps(data, indent=1) + "\n", mode=0o600)
+        # what is written is what the next run reads: validated by the same model
+        text = StateFile.model_validate(data).model_dump_json(indent=1)
+        write_atomic(self.path, text + "\n", mode=0o600)

@@ -17,11 +17,13 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from gpu_triage.engine.findings import Finding, FindingsDocument
+from gpu_triage.engine.verdict import ExitCode
 from gpu_triage.io import jsonio
 
 NPD_OK, NPD_NONOK, NPD_UNKNOWN = 0, 1, 2
 NPD_MAX_OUTPUT = 80  # node-problem-detector's default max_output_length
 DRAIN_PREFIX = "gpu-triage:"
+UNKNOWN_PREFIX = "gpu-triage: unknown:"  # a drain because it could not look
 SEVERITY_ORDER = ("info", "warning", "critical")
 
 
@@ -46,9 +48,15 @@ def npd_verdict(
         top = hits[0]
         more = f" (+{len(hits) - 1} more)" if len(hits) > 1 else ""
         return NPD_NONOK, _short(f"{top.rule_id}: {top.title}{more}", limit)
-    if doc.exit_code == 3:
-        return NPD_UNKNOWN, _short("gpu-triage: every collector failed", limit)
+    if doc.exit_code == ExitCode.UNKNOWN:
+        return NPD_UNKNOWN, _short(f"gpu-triage unknown: {unknown_reason(doc)}", limit)
     return NPD_OK, _short(f"gpu-triage: no {severity} findings", limit)
+
+
+def unknown_reason(doc: FindingsDocument) -> str:
+    """Why the run could not look, without the verdict's "UNKNOWN (exit 3): could not look"."""
+    text = doc.verdict.split(": ", 1)[-1] if doc.verdict else "could not look"
+    return text.removeprefix("could not look: ")
 
 
 def read_recent_findings(path: Path, max_age_s: float) -> tuple[FindingsDocument | None, str]:
@@ -68,11 +76,19 @@ def read_recent_findings(path: Path, max_age_s: float) -> tuple[FindingsDocument
 Runner = Callable[[list[str]], tuple[int, str]]
 
 
-def slurm_reason(f: Finding, limit: int = 120) -> str:
+def _reason_text(text: str, limit: int) -> str:
     # scontrol takes the reason as one argument; keep it printable and short.
-    text = f"{DRAIN_PREFIX} {f.rule_id}: {f.title} on {f.subject}"
     text = re.sub(r"[^\x20-\x7e]", "?", text).replace('"', "'")
     return _short(text, limit)
+
+
+def slurm_reason(f: Finding, limit: int = 120) -> str:
+    return _reason_text(f"{DRAIN_PREFIX} {f.rule_id}: {f.title} on {f.subject}", limit)
+
+
+def slurm_unknown_reason(why: str, limit: int = 120) -> str:
+    """The drain reason when gpu-triage could not look: distinct from any finding's."""
+    return _reason_text(f"{UNKNOWN_PREFIX} {why}", limit)
 
 
 def node_state(show_node_output: str) -> tuple[str, str]:
@@ -83,21 +99,32 @@ def node_state(show_node_output: str) -> tuple[str, str]:
 
 
 def slurm_healthcheck(
-    doc: FindingsDocument | None, node: str, run: Runner, *, severity: str = "critical"
+    doc: FindingsDocument | None,
+    node: str,
+    run: Runner,
+    *,
+    severity: str = "critical",
+    error: str = "",
 ) -> tuple[int, str]:
-    """Drain on findings at ``severity`` or above; resume only our own drains.
+    """Drain on findings at ``severity`` or above, and when gpu-triage could not look
+    (exit 3, or no fresh findings to read) with a distinct reason
+    (``gpu-triage: unknown: ...``); resume only our own drains, once healthy.
 
-    Returns (exit status, what was done). A node whose findings cannot be read is left
-    alone (exit 1): acting on no information would be worse than not acting."""
-    if doc is None:
-        return 1, "no findings: leaving the node as it is"
+    Returns (exit status, what was done): 0 when the node is as it should be, 1 when
+    scontrol could not be asked or did not do it."""
     rc, out = run(["scontrol", "show", "node", node])
     if rc != 0:
         return 1, f"scontrol show node {node} failed: {out.strip()[:200]}"
     state, reason = node_state(out)
-    hits = at_least(doc, severity)
+    hits = at_least(doc, severity) if doc is not None else []
+    why: str | None = None
     if hits:
         why = slurm_reason(hits[0])
+    elif doc is None:
+        why = slurm_unknown_reason(error or "no findings to read")
+    elif doc.exit_code == ExitCode.UNKNOWN:
+        why = slurm_unknown_reason(unknown_reason(doc))
+    if why is not None:
         if "DRAIN" in state and reason == why:
             return 0, f"already drained: {why}"
         if "DRAIN" in state and not reason.startswith(DRAIN_PREFIX):

@@ -25,7 +25,8 @@ def _words(text: str) -> str:
 def findings_markdown(doc: FindingsDocument) -> str:
     s = doc.summary
     lines = [
-        f"# gpu-triage report: {md_text(doc.hostname or 'unknown host')}",
+        f"# gpu-triage report: {md_text(doc.hostname or 'unknown host')}"
+        + (f" — {md_text(doc.verdict)}" if doc.verdict else ""),
         "",
         f"- Snapshot: {doc.snapshot_taken_at or 'unknown'} "
         f"({md_text(doc.snapshot_source or 'live')})",

@@ -61,9 +61,7 @@ class FakeCommands:
         self.answers = answers
         self.calls: list[list[str]] = []
 
-    def __call__(
-        self, argv: list[str], timeout_s: float, *, stdin: str | None = None
-    ) -> CommandResult:
+    def __call__(self, argv: list[str], timeout_s: float, **_: Any) -> CommandResult:
         self.calls.append(argv)
         line = " ".join(argv)
         for prefix, answer in self.answers.items():

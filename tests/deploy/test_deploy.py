@@ -31,7 +31,7 @@ def gpu_triage(*args: str, env: dict[str, str] | None = None) -> subprocess.Comp
 def findings(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     d = tmp_path_factory.mktemp("findings")
     out = {}
-    for name in ("xid79", "healthy-busy", "input-bound"):
+    for name in ("xid79", "healthy-busy", "input-bound", "no-gpu-collector"):
         p = d / f"{name}.json"
         gpu_triage("run", "--snapshot", str(SNAPSHOTS / f"{name}.json"), "--out", str(p))
         out[name] = p
@@ -152,11 +152,44 @@ def test_slurm_resumes_only_its_own_drains(tmp_path: Path, findings: dict[str, P
     assert code == 0 and calls == ["show node gpu17"] and "not touching" in out
 
 
-def test_slurm_without_findings_changes_nothing(tmp_path: Path, findings: dict[str, Path]) -> None:
+def test_slurm_drains_a_node_it_cannot_look_at(tmp_path: Path, findings: dict[str, Path]) -> None:
+    """No findings to read (missing, stale) or a run that could not look (exit 3): drain
+    with the distinct reason "gpu-triage: unknown: ...", never leave a blind node in use."""
     code, calls, out = slurm(tmp_path, None, IDLE)
-    assert code == 1 and calls == [] and "leaving the node" in out
+    assert code == 0 and calls[0] == "show node gpu17"
+    assert calls[1].startswith("update NodeName=gpu17 State=DRAIN Reason=gpu-triage: unknown: ")
+    assert "cannot read /nope" in calls[1] and "drained" in out
     code, calls, _ = slurm(tmp_path, findings["stale"], drained("gpu-triage: old"))
-    assert code == 1 and calls == []
+    assert code == 0 and "Reason=gpu-triage: unknown: " in calls[1] and "stale" in calls[1]
+    code, calls, _ = slurm(tmp_path, findings["no-gpu-collector"], IDLE)
+    assert "Reason=gpu-triage: unknown: GPU facts unavailable" in calls[1]
+    # an operator's drain is still not touched, and ours is resumed once it can look again
+    code, calls, _ = slurm(tmp_path, findings["no-gpu-collector"], drained("bad DIMM per ops"))
+    assert calls == ["show node gpu17"]
+    ours = calls_reason = "gpu-triage: unknown: no findings to read"
+    code, calls, _ = slurm(tmp_path, findings["healthy-busy"], drained(ours))
+    assert calls == ["show node gpu17", "update NodeName=gpu17 State=RESUME"], calls_reason
+
+
+def test_npd_unknown_when_it_cannot_look(tmp_path: Path, findings: dict[str, Path]) -> None:
+    for severity in ("critical", "warning"):
+        blind = str(findings["no-gpu-collector"])
+        r = gpu_triage("npd", "--severity", severity, "--findings", blind)
+        assert r.returncode == 2, r.stdout
+        assert r.stdout.startswith("gpu-triage unknown: GPU facts unavailable")
+        assert len(r.stdout.strip()) <= 80
+    r = gpu_triage("npd", "--findings", str(findings["healthy-busy"]))
+    assert r.returncode == 0 and "no critical findings" in r.stdout
+    r = gpu_triage("npd", "--findings", str(findings["xid79"]))
+    assert r.returncode == 1
+
+
+def test_systemd_success_exit_status_is_the_contract() -> None:
+    """1 and 2 are judged runs; 3 (could not look, internal errors), 64 and signals fail
+    the unit. Crashes exit 3 (the top-level handler), so they can never pass as 1."""
+    unit = (DEPLOY / "systemd/gpu-triage.service").read_text()
+    lines = [line for line in unit.splitlines() if line.startswith("SuccessExitStatus=")]
+    assert len(lines) == 1 and set(lines[0].split("=", 1)[1].split()) == {"1", "2"}
 
 
 def test_slurm_wrapper_script(tmp_path: Path, findings: dict[str, Path]) -> None:

@@ -39,9 +39,7 @@ def verdicts(inp: EvalInput, book, backend) -> list[tuple[str, str, str]]:
     from gpu_triage.engine.inputs import subject_key
 
     out = sorted(
-        (d.rule.id, subject_key(b), d.status.value)
-        for d in decisions
-        for b in [d.binding, *d.same]
+        (d.rule.id, subject_key(b), d.status.value) for d in decisions for b in [d.binding, *d.same]
     )
     return out + sorted((k, str(v), "concl") for k, v in concl.node.items())
 

@@ -111,7 +111,9 @@ def test_commands_get_a_minimal_environment(monkeypatch: pytest.MonkeyPatch) -> 
     out = run_command(["env"], 5.0).stdout
     keys = {line.split("=", 1)[0] for line in out.splitlines() if "=" in line}
     assert "AWS_SECRET_ACCESS_KEY" not in keys and "LD_PRELOAD" not in keys
-    assert keys <= {"PATH", "LC_ALL", "LANG", "HOME", "KUBECONFIG", "PWD", "SHLVL", "_"}
+    # GPU_TRIAGE_RUN: the marker that finds the command's descendants (io/proctree.py)
+    allowed = {"PATH", "LC_ALL", "LANG", "HOME", "KUBECONFIG", "PWD", "SHLVL", "_"}
+    assert keys <= allowed | {"GPU_TRIAGE_RUN"}
 
 
 def test_unattended_runs_never_run_runbook_commands(tmp_path: Path) -> None:
@@ -287,9 +289,13 @@ def test_redacted_snapshot_holds_no_identifiers(tmp_path: Path) -> None:
     doc = json.loads(text)
     assert doc["redacted"] is True and doc["hostname"] != host
     assert not re.search(rf"(?<![\w-]){re.escape(host)}(?![\w-])", text)
+    findings = out.with_name("findings.json")
     r = subprocess.run(
-        [sys.executable, "-m", "gpu_triage", "run", "--snapshot", str(out)],
+        [sys.executable, "-m", "gpu_triage", "run", "--snapshot", str(out), "--out", str(findings)],
         capture_output=True,
         text=True,
     )
-    assert r.returncode in (0, 1, 2), r.stderr  # still evaluable
+    # still evaluable (this machine has no GPU, so the verdict is "unknown", by contract)
+    assert r.returncode in (0, 1, 2, 3), r.stderr
+    evaluated = json.loads(findings.read_text())
+    assert evaluated["summary"]["rules_evaluated"] > 0 and "no snapshot" not in r.stderr

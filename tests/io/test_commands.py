@@ -120,3 +120,16 @@ def test_minimal_environment_and_no_shell() -> None:
     assert "GPU_TRIAGE_SECRET_FOR_TEST" not in result.output  # type: ignore[attr-defined]
     result, _ = _run(["echo", "$HOME; ls"])
     assert result.output == "$HOME; ls"  # type: ignore[attr-defined]
+
+
+def test_a_streamed_step_leaves_no_descendant_that_left_its_group() -> None:
+    """A runbook step whose grandchild calls setsid (and keeps the output open): killed
+    with the step, found by the marker in its environment."""
+    import subprocess
+
+    nap = f"300.{os.getpid()}{time.monotonic_ns() % 10_000}"
+    start = time.monotonic()
+    result, _ = _run(["sh", "-c", f"setsid sleep {nap} & exec sleep {nap}"], timeout_s=0.5)
+    assert result.timed_out and time.monotonic() - start < 10  # type: ignore[attr-defined]
+    ps = subprocess.run(["ps", "-eo", "stat,args"], capture_output=True, text=True).stdout
+    assert not [line for line in ps.splitlines() if nap in line and not line.startswith("Z")]

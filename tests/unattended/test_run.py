@@ -34,12 +34,17 @@ def cli(*args: str, **kw) -> subprocess.CompletedProcess[str]:
         ("healthy-busy.json", 0),
         ("input-bound.json", 1),
         ("xid79.json", 2),
-        ("no-gpu-collector.json", 0),
+        # NVML unavailable on a node whose sysfs shows 8 NVIDIA GPUs: it could not look
+        ("no-gpu-collector.json", 3),
     ],
 )
 def test_exit_codes(snapshot: str, code: int, tmp_path: Path) -> None:
-    out = str(tmp_path / "f.json")
-    assert cli("run", "--snapshot", str(SNAPSHOTS / snapshot), "--out", out).returncode == code
+    out = tmp_path / "f.json"
+    assert cli("run", "--snapshot", str(SNAPSHOTS / snapshot), "--out", str(out)).returncode == code
+    doc = FindingsDocument.model_validate_json(out.read_text())
+    assert doc.exit_status == code and doc.verdict.startswith(
+        ("HEALTHY", "WARNING", "CRITICAL", "UNKNOWN")[code] + f" (exit {code})"
+    )
 
 
 def test_exit_code_unknown_when_rulebook_breaks(tmp_path: Path) -> None:
@@ -231,8 +236,9 @@ def test_history_first_seen_last_seen_and_cleared(tmp_path: Path) -> None:
     }
 
 
-def test_loop_keeps_schedule_and_stops_on_sigterm(tmp_path: Path) -> None:
-    out = tmp_path / "loop.jsonl"
+def start_loop(out: Path, *extra: str, interval: str = "0.3") -> subprocess.Popen[str]:
+    """An `--interval` loop, returned once it says it is ready (signal handlers held,
+    rulebook loaded): nothing after depends on how fast the machine starts it."""
     p = subprocess.Popen(
         [
             sys.executable,
@@ -245,17 +251,107 @@ def test_loop_keeps_schedule_and_stops_on_sigterm(tmp_path: Path) -> None:
             "--out",
             str(out),
             "--interval",
-            "0.3",
+            interval,
             "--engine",
             "reference",
-        ]
+            *extra,
+        ],
+        stderr=subprocess.PIPE,
+        text=True,
     )
-    time.sleep(2.5)
+    assert p.stderr is not None
+    for line in p.stderr:  # blocks until the line comes (or the process ends)
+        if "loop ready" in line:
+            return p
+    raise AssertionError(f"the loop never said it was ready (exit {p.wait()})")
+
+
+def wait_for_lines(out: Path, n: int, timeout_s: float = 120.0) -> list[str]:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        lines = out.read_text().splitlines() if out.exists() else []
+        if len(lines) >= n:
+            return lines
+        time.sleep(0.05)
+    raise AssertionError(f"fewer than {n} runs in {timeout_s} s")
+
+
+def test_loop_keeps_schedule_and_stops_on_sigterm(tmp_path: Path) -> None:
+    """Readiness, not sleeps: wait for the loop to say it is ready and for three runs,
+    then SIGTERM. It ends cleanly with the last run's code, every line whole, and never
+    ran faster than its schedule (runs <= elapsed / interval + 1, whatever the load)."""
+    out = tmp_path / "loop.jsonl"
+    launched = time.monotonic()  # surely before the loop's start (its ready line may be read late)
+    p = start_loop(out)
+    wait_for_lines(out, 3)
+    elapsed = time.monotonic() - launched
     p.send_signal(signal.SIGTERM)
-    assert p.wait(10) == 2  # last run's exit code: the demo is critical
+    assert p.wait(30) == 2  # last run's exit code: the demo is critical
     lines = out.read_text().splitlines()
-    assert all(json.loads(line) for line in lines)
-    assert 5 <= len(lines) <= 10, len(lines)
+    assert all(json.loads(line)["exit"] == 2 for line in lines)
+    assert 3 <= len(lines) <= (time.monotonic() - launched) / 0.3 + 1, (len(lines), elapsed)
+
+
+def test_sigterm_while_starting_never_kills_the_loop_half_way(tmp_path: Path) -> None:
+    """SIGTERM while the loop starts (after main's first line, before the first run) is
+    held: a clean exit 3 (no run was made), never death by -15. The loop is caught at a
+    known point of its start-up: reading its --site file, a FIFO this test holds."""
+    fifo = tmp_path / "site.yaml"
+    os.mkfifo(fifo, 0o600)
+    out = tmp_path / "loop.jsonl"
+    p = subprocess.Popen(
+        [
+            *(sys.executable, "-m", "gpu_triage", "run", "--demo", "--format", "jsonl"),
+            *("--out", str(out), "--interval", "0.3", "--engine", "reference"),
+            *("--site", str(fifo)),
+        ],
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 120
+    while True:  # a non-blocking open for writing succeeds once the loop opened it to read
+        try:
+            fd = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
+            break
+        except OSError:
+            assert p.poll() is None and time.monotonic() < deadline
+            time.sleep(0.01)
+    p.send_signal(signal.SIGTERM)
+    time.sleep(0.2)
+    os.write(fd, b"rack: r1\n")
+    os.close(fd)
+    _, err = p.communicate(timeout=60)
+    assert p.returncode == 3, err
+    assert not out.exists()  # stopped before its first run: nothing half-written
+
+
+def test_a_failing_run_does_not_end_the_loop(tmp_path: Path) -> None:
+    """Each run is isolated: a snapshot that cannot be read, then a good one. The bad
+    run is written as an unknown document (exit 3) and the loop goes on."""
+    from gpu_triage.engine.compiler import load_rulebook
+
+    bad = tmp_path / "bad.json"
+    bad.write_text("{")
+    snaps = iter([bad, DEMO, bad, DEMO])
+    spec = RunSpec(
+        load_rulebook(),
+        "reference",
+        "jsonl",
+        tmp_path / "out",
+        "info",
+        lambda: (load_snapshot(next(snaps)), "test"),
+        History.load(tmp_path / "state.json"),
+    )
+    said: list[str] = []
+    codes: list[int] = []
+    run_loop(
+        spec, 0.001, max_runs=4, on_run=lambda d: codes.append(d.exit_code), report=said.append
+    )
+    assert codes == [3, 2, 3, 2]
+    recs = [json.loads(line) for line in (tmp_path / "out").read_text().splitlines()]
+    assert [r["exit"] for r in recs] == [3, 2, 3, 2]
+    assert "no snapshot: SnapshotError" in recs[0]["verdict"]
+    assert sum("run 1: no snapshot" in m for m in said) == 1
 
 
 def test_loop_memory_is_steady(tmp_path: Path) -> None:
@@ -342,3 +438,37 @@ def test_site_inventory_job_metrics_and_answers_from_files(tmp_path: Path) -> No
     (tmp_path / "bad.yaml").write_text("step_time: fast\n")
     r = cli("run", "--demo", "--job", str(tmp_path / "bad.yaml"))
     assert r.returncode == 64 and "bad.yaml: step_time" in r.stderr
+
+
+def test_a_write_that_fails_once_does_not_end_the_loop(tmp_path: Path) -> None:
+    """A full disk (here: the output folder replaced by a file) for one run: that run
+    reports exit 3 and the loop goes on writing once it can."""
+    from gpu_triage.engine.compiler import load_rulebook
+
+    folder = tmp_path / "d"
+    folder.mkdir()
+    spec = RunSpec(
+        load_rulebook(),
+        "reference",
+        "jsonl",
+        folder / "out.jsonl",
+        "info",
+        lambda: (load_snapshot(DEMO), "test"),
+        History.load(tmp_path / "state.json"),
+    )
+    codes: list[int] = []
+    said: list[str] = []
+
+    def after(doc: FindingsDocument) -> None:
+        codes.append(doc.exit_code)
+        if len(codes) == 1:
+            folder.rename(tmp_path / "d.away")
+            folder.write_text("not a folder")
+        elif len(codes) == 2:
+            folder.unlink()
+            (tmp_path / "d.away").rename(folder)
+
+    assert run_loop(spec, 0.001, max_runs=3, on_run=after, report=said.append) == 2
+    assert len(codes) == 3
+    assert any(m.startswith("run 2: ") for m in said)
+    assert len((folder / "out.jsonl").read_text().splitlines()) == 2
