@@ -35,7 +35,7 @@ from gpu_triage.engine.findings import (
 from gpu_triage.engine.inputs import Binding, EvalInput, bindings, subject_key, subject_label
 from gpu_triage.engine.model import RunbookStep
 from gpu_triage.engine.placeholders import PLACEHOLDER_NODE, fill, placeholders
-from gpu_triage.engine.reference import Clause, Conclusions, Evaluator, Missing, Val
+from gpu_triage.engine.reference import Conclusions, Evaluator, Missing, Val
 from gpu_triage.engine.symptoms import differential
 from gpu_triage.engine.verdict import judge
 from gpu_triage.model.catalog import kinds
@@ -637,14 +637,6 @@ def competing_causes(
 ) -> list[RuledOut]:
     """For a fired finding, every other rule of its differential group and why it lost."""
     return CompetingCauses(inp, book, concl).of(f)
-
-
-def first_false_clause(trace: list[Clause]) -> str | None:
-    for c in trace:
-        if c.result is False:
-            vals = ", ".join(f"{k} = {_fmt(v)}" for k, v in c.values.items())
-            return f"{c.text} is false ({vals})" if vals else f"{c.text} is false"
-    return None
 
 
 def missing_summary(missing: tuple[Missing, ...]) -> str:
