@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import sys
 from collections.abc import Callable, Iterable, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -25,36 +26,43 @@ from gpu_triage.engine.findings import Finding
 from gpu_triage.model.snapshot import Snapshot
 from gpu_triage.ops.record import IncidentRecord, default_path
 from gpu_triage.ops.session import TriageSession, TuiOptions
-from gpu_triage.tui.modals import NoteModal, QuestionModal
-from gpu_triage.tui.screens import (
-    CollectScreen,
-    FactsScreen,
-    FindingsScreen,
-    HistoryScreen,
-    TriageScreen,
-)
+from gpu_triage.tui.keys import KeysScreen, screen_actions
+from gpu_triage.tui.modals import ConfirmQuitModal, NoteModal, QuestionModal
+from gpu_triage.tui.screens import CollectScreen, FindingsScreen, TriageScreen
 
 CSS = """
 $border-focus: $primary;
 Screen { background: $background; }
 #summary { height: auto; max-height: 3; padding: 0 1; background: $boost; }
+#filter { height: 3; }
+.hidden { display: none; }
 #main { height: 1fr; }
-#findings { width: 45%; height: 1fr; border: round $panel; }
-#findings:focus { border: round $border-focus; }
-#detail-pane { width: 1fr; height: 1fr; border: round $panel; padding: 0 1; }
-#detail-pane:focus-within, #detail-pane:focus { border: round $border-focus; }
+/* Focus shows in the line itself (heavy, title reversed), not only in a colour:
+   it reads the same with NO_COLOR and on a monochrome terminal. */
+#findings, #detail-pane, #steps, #output, #facts-table, #gpu-table, #diff-table {
+    border: round $panel; border-title-align: left;
+}
+#findings:focus, #detail-pane:focus, #detail-pane:focus-within, #steps:focus, #output:focus,
+#facts-table:focus, #gpu-table:focus, #diff-table:focus {
+    border: heavy $border-focus; border-title-style: bold reverse;
+}
+#findings { width: 45%; height: 1fr; }
+#detail-pane { width: 1fr; height: 1fr; padding: 0 1; }
+#detail-full { height: 1fr; padding: 0 1; }
 #rb-title { height: auto; max-height: 3; padding: 0 1; background: $boost; }
 #rb-main { height: 1fr; }
 #rb-left { width: 45%; height: 1fr; }
-#steps { height: auto; max-height: 8; border: round $panel; }
-#steps:focus { border: round $border-focus; }
+#steps { height: auto; max-height: 8; }
 #step-pane { height: 1fr; padding: 0 1; }
-#output { width: 1fr; height: 1fr; border: round $panel; }
+#output { width: 1fr; height: 1fr; }
 #search { height: 3; }
 #facts-table { height: 1fr; }
 #facts-count { height: 1; padding: 0 1; }
 #explain-pane, #history-pane { padding: 0 1; }
 #progress { padding: 1 2; }
+#gpu-title { height: 1; padding: 0 1; }
+#gpu-table { height: auto; max-height: 1fr; }
+#gpu-note { height: auto; padding: 0 1; }
 
 /* Below 100 columns: panes stacked, list above detail. */
 Screen.-narrow #main, Screen.-narrow #rb-main { layout: vertical; }
@@ -76,10 +84,24 @@ class TriageApp(App[int]):
     ENABLE_COMMAND_PALETTE = True
     HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (100, "-wide")]
     BINDINGS = [
-        Binding("q", "quit", "Quit", id="quit", tooltip="Leave (the record is already saved)"),
-        Binding("e", "export", "Export", id="export", tooltip="Export the incident record"),
-        Binding("ctrl+r", "recollect", "Re-collect", id="recollect", tooltip="Collect again"),
-        Binding("f1", "toggle_help", "Keys", id="help", tooltip="Show every key"),
+        Binding("q", "quit", "Quit", id="quit", tooltip="Leave (asks first if it would lose work)"),
+        Binding(
+            "e",
+            "export",
+            "Export",
+            id="export",
+            show=False,
+            tooltip="Export the incident record as Markdown and JSON",
+        ),
+        Binding(
+            "ctrl+r",
+            "recollect",
+            "Re-collect",
+            id="recollect",
+            show=False,
+            tooltip="Collect this node again, keeping history",
+        ),
+        Binding("f1", "toggle_help", "Keys", id="help", tooltip="Every key of this screen"),
     ]
 
     def __init__(
@@ -111,6 +133,7 @@ class TriageApp(App[int]):
     def on_mount(self) -> None:
         if self.session is not None:
             self.push_screen(FindingsScreen())
+            self._say_replayed()
             self.reevaluate("opened")
         else:
             self.start_collection("first collection")
@@ -125,6 +148,11 @@ class TriageApp(App[int]):
             alive = False
         if not alive:
             self.exit(1)
+
+    def _say_replayed(self) -> None:
+        done = self.session.replayed
+        if done is not None:
+            self.notify(done.describe(), title="Record reopened", timeout=8)
 
     def start_collection(self, reason: str) -> None:
         if self.collect_fn is None:
@@ -158,6 +186,7 @@ class TriageApp(App[int]):
             )
             if self.screen is screen:
                 self.switch_screen(FindingsScreen())
+            self._say_replayed()
         else:
             self.session.replace_snapshot(snap, reason)
             if self.screen is screen:
@@ -265,36 +294,59 @@ class TriageApp(App[int]):
         self.start_collection("re-collected on request")
 
     def action_toggle_help(self) -> None:
-        if self.screen.query("HelpPanel"):
-            self.action_hide_help_panel()
+        if isinstance(self.screen, KeysScreen):
+            self.screen.dismiss()
         else:
-            self.action_show_help_panel()
+            self.push_screen(KeysScreen(self.screen))
+
+    def action_show_help_panel(self) -> None:
+        # Textual's panel docks beside the main view and squeezes it: ours overlays it.
+        if not isinstance(self.screen, KeysScreen):
+            self.push_screen(KeysScreen(self.screen))
+
+    # ------------------------------------------------------------------ leaving
+    def unsaved_work(self) -> list[str]:
+        """What quitting now would lose: steps running, answers or notes typed."""
+        reasons: list[str] = []
+        for screen in self.screen_stack:
+            running = getattr(screen, "running_step", None)
+            if callable(running) and (what := running()):
+                reasons.append(what)
+            unsaved = getattr(screen, "unsaved", None)
+            if callable(unsaved) and (what := unsaved()):
+                reasons.append(what)
+        return reasons
+
+    async def action_quit(self) -> None:
+        reasons = self.unsaved_work()
+        if not reasons:
+            self.exit()
+            return
+        self._confirm_quit(reasons)
+
+    @work(exclusive=True, group="quit", exit_on_error=False)
+    async def _confirm_quit(self, reasons: list[str]) -> None:
+        if not await self.push_screen_wait(ConfirmQuitModal(reasons)):
+            return
+        for screen in self.screen_stack:
+            stop = getattr(screen, "stop_step", None)
+            if callable(stop):
+                await stop()
+        self.exit()
 
     def get_system_commands(self, screen: Screen[Any]) -> Iterable[SystemCommand]:
-        yield from super().get_system_commands(screen)
-        yield SystemCommand(
-            "Export incident record", "Write the record as Markdown and JSON", self.action_export
-        )
-        if self.collect_fn is not None:
+        """Every action of the screen in front and of the app, by its name (from the
+        bindings, so nothing is left out), then Textual's own (theme, screenshot)."""
+        own = screen_actions(self, screen)
+        names = {a.title.lower() for a in own}
+        for a in own:
+            key = f" (key {a.key})" if a.key else ""
             yield SystemCommand(
-                "Re-collect facts",
-                "Collect this node again, keeping history",
-                self.action_recollect,
+                a.title, f"{a.help}{key}", partial(self.run_action, a.action, a.node)
             )
-        if self.session is not None:
-            yield SystemCommand("Browse facts", "Every fact, searchable", self._open_facts)
-            yield SystemCommand("Findings history", "Findings over time", self._open_history)
-            yield SystemCommand(
-                "Answer questions",
-                "The rulebook's open questions",
-                lambda: self.ask_questions(None),
-            )
-
-    def _open_facts(self) -> None:
-        self.push_screen(FactsScreen())
-
-    def _open_history(self) -> None:
-        self.push_screen(HistoryScreen())
+        for cmd in super().get_system_commands(screen):
+            if cmd.title.lower() not in names and cmd.title != "Keys":
+                yield cmd
 
 
 # --------------------------------------------------------------------------- entry point

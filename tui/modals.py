@@ -157,6 +157,10 @@ class QuestionModal(ModalScreen[Any]):
                 yield Input(placeholder=q.unit or "number", id="answer", type="number")
                 yield Static("enter to answer · escape not now", classes="hint")
 
+    def unsaved(self) -> str:
+        typed = [w.value for w in self.query(Input) if w.value.strip()]
+        return f"an answer to '{self.question.text}' is typed but not given" if typed else ""
+
     def on_key(self, event: Any) -> None:
         if self.question.type is QuestionType.YES_NO and event.key in ("y", "n"):
             event.stop()
@@ -190,6 +194,10 @@ class NoteModal(ModalScreen[str | None]):
             yield Static(Text(f"Note on {self.about}", style="bold"))
             yield Input(placeholder="what you saw or did", id="note")
             yield Static("enter saves it in the incident record · escape cancels", classes="hint")
+
+    def unsaved(self) -> str:
+        typed = self.query_one("#note", Input).value.strip()
+        return f"a note on {self.about} is typed but not saved" if typed else ""
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         event.stop()
@@ -225,6 +233,12 @@ class ParametersModal(ModalScreen[list[str] | None]):
                 classes="hint",
             )
 
+    def unsaved(self) -> str:
+        typed = any(w.value.strip() for w in self.query(Input))
+        return (
+            f"parameters of '{self.step.title}' are typed but the step was not run" if typed else ""
+        )
+
     def on_input_submitted(self, event: Input.Submitted) -> None:
         event.stop()
         inputs = list(self.query(Input))
@@ -240,3 +254,31 @@ class ParametersModal(ModalScreen[list[str] | None]):
 
     def action_cancel(self) -> None:
         self.dismiss(None)
+
+
+class ConfirmQuitModal(ModalScreen[bool]):
+    """Quitting would lose something (a step running, an answer typed): say what, ask."""
+
+    DEFAULT_CSS = MODAL_CSS
+    BINDINGS = [
+        Binding("y", "answer(True)", "Quit anyway", id="quit-yes"),
+        Binding("n,escape", "answer(False)", "Stay", id="quit-no"),
+    ]
+
+    def __init__(self, reasons: list[str]) -> None:
+        super().__init__()
+        self.reasons = reasons
+
+    def compose(self) -> ComposeResult:
+        t = Text("Quit now?\n", style="bold")
+        for r in self.reasons:
+            t.append(f"  • {r}\n")
+        with Vertical():
+            yield Static(t, id="quit-reasons")
+            yield Static(
+                "y quit (a running step is cancelled, its process group stopped) · n / escape stay",
+                classes="hint",
+            )
+
+    def action_answer(self, value: bool) -> None:
+        self.dismiss(value)

@@ -119,7 +119,7 @@ def finding_line(f: Finding, marks: str = "") -> Text:
     return t
 
 
-def section_header(label: str, count: int, note: str = "") -> Text:
+def section_header(label: str, count: int | str, note: str = "") -> Text:
     t = SafeText(f"── {label} ({count})", style="bold reverse" if count else "bold")
     if note:
         t.append(f" {note}", style="dim")
@@ -181,7 +181,7 @@ def detail_text(f: Finding, step_labels: list[str], answers: dict[str, Any]) -> 
             t.append(f"{c.title} ({c.rule_id})\n")
             t.append(f"    {c.reason}\n", style="dim")
     if f.runbook:
-        _heading(t, "Runbook (enter opens it)")
+        _heading(t, "Runbook (r opens it)")
         for i, step in enumerate(f.runbook):
             label = step_labels[i] if i < len(step_labels) else "not run"
             t.append(f"  {i + 1}. {step.title}")

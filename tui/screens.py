@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from rich.text import Text
@@ -18,7 +19,7 @@ from textual.widgets.option_list import Option
 from gpu_triage.engine.findings import Finding
 from gpu_triage.engine.placeholders import placeholders
 from gpu_triage.io.commands import CommandResult
-from gpu_triage.ops import runbook
+from gpu_triage.ops import findings_view, runbook
 from gpu_triage.ops.session import MARKS, step_key
 from gpu_triage.tui import render
 from gpu_triage.tui.modals import ConfirmRunModal, ParametersModal, SecondConfirmModal
@@ -42,33 +43,118 @@ class TriageScreen(Screen[None]):
         """Called by the app after every evaluation."""
 
 
+def detail_of(app: TriageApp, f: Finding) -> Text:
+    session = app.session
+    labels = [
+        session.steps[k].label if (k := step_key(f, i)) in session.steps else "not run"
+        for i in range(len(f.runbook))
+    ]
+    return render.detail_text(f, labels, session.snapshot.facts.answers)
+
+
 # --------------------------------------------------------------------------- findings
+
+
+class FindingsList(OptionList):
+    """The findings: enter opens the one under the cursor (shown in the footer)."""
+
+    BINDINGS = [Binding("enter", "select", "Detail", key_display="⏎", show=True)]
 
 
 class FindingsScreen(TriageScreen):
     BINDINGS = [
-        Binding("enter", "open_runbook", "Runbook", id="open-runbook", show=False),
-        Binding("r", "open_runbook", "Runbook", id="runbook", tooltip="Steps that confirm it"),
-        Binding("w", "explain", "Why", id="explain", tooltip="Why it fired, or why not"),
+        Binding(
+            "enter",
+            "open_detail",
+            "Detail",
+            id="open-detail",
+            key_display="⏎",
+            tooltip="The finding in full: evidence, questions, runbook",
+        ),
+        Binding(
+            "slash",
+            "filter",
+            "Filter",
+            id="filter",
+            tooltip="Show only findings with these words (gpu 3, xid, pcie …)",
+        ),
+        Binding("g", "gpus", "GPUs", id="gpus", tooltip="One row per GPU, as nvitop shows them"),
         Binding("a", "answer", "Answer", id="answer", tooltip="Answer the rulebook's questions"),
-        Binding("f", "facts", "Facts", id="facts", tooltip="Browse every fact"),
-        Binding("h", "history", "History", id="history", tooltip="Findings over time"),
-        Binding("n", "note", "Note", id="note", tooltip="Add a note to the record", show=False),
-        Binding("tab", "focus_next", "Pane", show=False),
+        Binding(
+            "r",
+            "open_runbook",
+            "Runbook",
+            id="runbook",
+            show=False,
+            tooltip="The steps that confirm or rule it out",
+        ),
+        Binding(
+            "w",
+            "explain",
+            "Why",
+            id="explain",
+            show=False,
+            tooltip="Why it fired, or why not, clause by clause",
+        ),
+        Binding(
+            "v",
+            "severity_floor",
+            "Severity",
+            id="severity-floor",
+            show=False,
+            tooltip="Cycle: all, warning and above, critical only",
+        ),
+        Binding(
+            "s",
+            "sort",
+            "Sort",
+            id="sort",
+            show=False,
+            tooltip="Cycle: most urgent, severity, stage, subject, rule",
+        ),
+        Binding("f", "facts", "Facts", id="facts", show=False, tooltip="Browse every fact"),
+        Binding("h", "history", "History", id="history", show=False, tooltip="Findings over time"),
+        Binding("n", "note", "Note", id="note", show=False, tooltip="Add a note to the record"),
+        Binding(
+            "escape",
+            "clear_filter",
+            "Clear filter",
+            id="clear-filter",
+            show=False,
+            tooltip="Show every finding again",
+        ),
+        Binding("tab", "app.focus_next", "Pane", show=False),
     ]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.view = findings_view.View()
+        self._keys: list[tuple[str, str] | None] = []
+        self._timer: Timer | None = None
 
     def compose(self) -> ComposeResult:
         yield Static(id="summary")
+        yield Input(
+            placeholder="filter: words all must match (gpu 3, xid, critical …)",
+            id="filter",
+            classes="hidden",
+        )
         with Horizontal(id="main"):
-            yield OptionList(id="findings", markup=False)
+            yield FindingsList(id="findings", markup=False)
             with VerticalScroll(id="detail-pane"):
                 yield Static(Text("Select a finding."), id="detail")
         yield Footer(compact=True)
 
     def on_mount(self) -> None:
-        self._keys: list[tuple[str, str] | None] = []
+        self.query_one("#findings", OptionList).border_title = "Findings"
+        self.query_one("#detail-pane", VerticalScroll).border_title = "Detail"
         self.findings_changed()
         self.query_one("#findings", OptionList).focus()
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "clear_filter":
+            return self.view.narrowed or self.query_one("#filter", Input).display
+        return True
 
     def current(self) -> Finding | None:
         ol = self.query_one("#findings", OptionList)
@@ -87,6 +173,8 @@ class FindingsScreen(TriageScreen):
             )
         )
         ol = self.query_one("#findings", OptionList)
+        described = self.view.describe()
+        ol.border_title = f"Findings: {described}" if described else "Findings"
         before = self.current() if ol.option_count else None
         keep = (before.rule_id, before.subject_key) if before else None
         ol.clear_options()
@@ -101,12 +189,15 @@ class FindingsScreen(TriageScreen):
             ("CANNOT EVALUATE", doc.cannot_evaluate, "facts missing: never healthy"),
         )
         for label, items, note in sections:
-            ol.add_option(Option(render.section_header(label, len(items), note), disabled=True))
+            shown = findings_view.apply(items, self.view)
+            count = f"{len(shown)} of {len(items)}" if len(shown) != len(items) else len(items)
+            ol.add_option(Option(render.section_header(label, count, note), disabled=True))
             self._keys.append(None)
-            if not items:
-                ol.add_option(Option(Text("   none", style="dim"), disabled=True))
+            if not shown:
+                word = "   none" if not items else "   none match the filter"
+                ol.add_option(Option(Text(word, style="dim"), disabled=True))
                 self._keys.append(None)
-            for f in items:
+            for f in shown:
                 marks = self._marks(f)
                 line = render.finding_line(f, marks)
                 if label != sections[0][0]:
@@ -134,7 +225,7 @@ class FindingsScreen(TriageScreen):
 
     @on(OptionList.OptionSelected, "#findings")
     def _selected(self) -> None:
-        self.action_open_runbook()
+        self.action_open_detail()
 
     def _show_detail(self) -> None:
         f = self.current()
@@ -142,13 +233,64 @@ class FindingsScreen(TriageScreen):
         if f is None:
             detail.update(Text("No finding selected."))
             return
-        session = self.triage.session
-        labels = [
-            session.steps[k].label if (k := step_key(f, i)) in session.steps else "not run"
-            for i in range(len(f.runbook))
-        ]
-        detail.update(render.detail_text(f, labels, session.snapshot.facts.answers))
+        detail.update(detail_of(self.triage, f))
         self.query_one("#detail-pane", VerticalScroll).scroll_home(animate=False)
+
+    # ------------------------------------------------------------------ narrowing
+    def action_filter(self) -> None:
+        box = self.query_one("#filter", Input)
+        box.remove_class("hidden")
+        box.focus()
+
+    @on(Input.Changed, "#filter")
+    def _filter_changed(self, event: Input.Changed) -> None:
+        # Debounced: a typed word refills the list once, not once per key.
+        if self._timer is not None:
+            self._timer.stop()
+        value = event.value
+        self._timer = self.set_timer(SEARCH_DEBOUNCE_S, lambda: self._set_query(value))
+
+    def _set_query(self, query: str) -> None:
+        self.view = replace(self.view, query=query)
+        self.findings_changed()
+
+    @on(Input.Submitted, "#filter")
+    def _filter_done(self) -> None:
+        self._set_query(self.query_one("#filter", Input).value)
+        self.query_one("#findings", OptionList).focus()
+
+    def action_clear_filter(self) -> None:
+        box = self.query_one("#filter", Input)
+        if self._timer is not None:
+            self._timer.stop()
+        box.value = ""
+        box.add_class("hidden")
+        self.view = replace(self.view, query="", floor="all")
+        self.findings_changed()
+        self.query_one("#findings", OptionList).focus()
+
+    def action_severity_floor(self) -> None:
+        floor = findings_view.next_key(findings_view.FLOORS, self.view.floor)
+        self.view = replace(self.view, floor=floor)
+        self.findings_changed()
+        self.notify(f"Showing {'every severity' if floor == 'all' else floor + ' and above'}.")
+
+    def action_sort(self) -> None:
+        order = findings_view.next_key(findings_view.SORTS, self.view.sort)
+        self.view = replace(self.view, sort=order)
+        self.findings_changed()
+        self.notify(f"Sorted by {findings_view.SORTS[order]}.")
+
+    # ------------------------------------------------------------------ other screens
+    def action_open_detail(self) -> None:
+        f = self.current()
+        if f is not None:
+            self.app.push_screen(DetailScreen(f))
+
+    def action_gpus(self) -> None:
+        from gpu_triage.tui.gpus import GpuScreen
+
+        self.app.push_screen(GpuScreen())
 
     def action_open_runbook(self) -> None:
         f = self.current()
@@ -177,6 +319,70 @@ class FindingsScreen(TriageScreen):
         self.triage.add_note(self.current())
 
 
+# --------------------------------------------------------------------------- detail
+
+
+class DetailScreen(TriageScreen):
+    """One finding in full, the whole terminal for it (enter on the list opens it)."""
+
+    BINDINGS = [
+        Binding("escape", "dismiss_screen", "Back", id="detail-back"),
+        Binding(
+            "r,enter",
+            "open_runbook",
+            "Runbook",
+            id="detail-runbook",
+            tooltip="The steps that confirm or rule it out",
+        ),
+        Binding(
+            "w",
+            "explain",
+            "Why",
+            id="detail-explain",
+            tooltip="Why it fired, or why not, clause by clause",
+        ),
+        Binding("a", "answer", "Answer", id="detail-answer", tooltip="Answer its questions"),
+        Binding("n", "note", "Note", id="detail-note", show=False, tooltip="Add a note"),
+    ]
+
+    def __init__(self, finding: Finding) -> None:
+        super().__init__()
+        self.finding = finding
+
+    def compose(self) -> ComposeResult:
+        with VerticalScroll(id="detail-full"):
+            yield Static(id="detail")
+        yield Footer(compact=True)
+
+    def on_mount(self) -> None:
+        self.findings_changed()
+        self.query_one("#detail-full").focus()
+
+    def findings_changed(self) -> None:
+        # The finding as it is now (an answer or a step may have changed it).
+        f = self.finding
+        self.finding = self.triage.session.find(f.rule_id, f.subject_key) or f
+        self.query_one("#detail", Static).update(detail_of(self.triage, self.finding))
+
+    def action_dismiss_screen(self) -> None:
+        self.dismiss()
+
+    def action_open_runbook(self) -> None:
+        if not self.finding.runbook:
+            self.notify("This rule has no runbook steps.", severity="warning")
+            return
+        self.app.push_screen(RunbookScreen(self.finding))
+
+    def action_explain(self) -> None:
+        self.app.push_screen(ExplainScreen(self.finding))
+
+    def action_answer(self) -> None:
+        self.triage.ask_questions(self.finding)
+
+    def action_note(self) -> None:
+        self.triage.add_note(self.finding)
+
+
 # --------------------------------------------------------------------------- runbook
 
 
@@ -195,8 +401,6 @@ class RunbookScreen(TriageScreen):
         Binding("s", "mark('skipped')", "Skip", id="mark-skipped"),
         Binding("n", "note", "Note", id="step-note", show=False),
         Binding("w", "explain", "Why", id="step-explain", show=False),
-        # Shadows the app's quit: leaving mid-command should be a decision, not a slip.
-        Binding("q", "quit_guarded", "Quit", id="runbook-quit"),
     ]
 
     def __init__(self, finding: Finding) -> None:
@@ -217,6 +421,8 @@ class RunbookScreen(TriageScreen):
         yield Footer(compact=True)
 
     def on_mount(self) -> None:
+        self.query_one("#steps", OptionList).border_title = "Steps"
+        self.query_one("#output", Log).border_title = "Output"
         self._fill_steps()
         self.query_one("#steps", OptionList).focus()
         self.query_one("#output", Log).write_line(
@@ -252,6 +458,7 @@ class RunbookScreen(TriageScreen):
             t.append(step.title)
             ol.add_option(Option(t))
         ol.highlighted = min(keep, max(ol.option_count - 1, 0))
+        self.refresh_bindings()
         self.query_one("#rb-title", Static).update(self._title())
         self._show_step()
 
@@ -285,11 +492,30 @@ class RunbookScreen(TriageScreen):
             return
         self.dismiss()
 
-    def action_quit_guarded(self) -> None:
-        if self.running is not None:
-            self.notify("A step is running: press c to cancel it, then q.", severity="warning")
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        # The footer offers what can happen now: cancel while a step runs, run otherwise.
+        if action == "cancel":
+            return self.running is not None
+        if action == "run":
+            return self.running is None
+        return True
+
+    def running_step(self) -> str:
+        """For the app's quit: what would be interrupted (empty: nothing)."""
+        if self.running is None:
+            return ""
+        title = self.finding.runbook[self.running].title
+        return f"step {self.running + 1} ({title}) of {self.finding.rule_id} is running"
+
+    async def stop_step(self, timeout_s: float = 10.0) -> None:
+        """Cancel the running step and wait until its process group is gone."""
+        if self._cancel is None or self.running is None:
             return
-        self.app.exit()
+        self._cancel.set()
+        loop = asyncio.get_running_loop()
+        until = loop.time() + timeout_s
+        while self.running is not None and loop.time() < until:
+            await asyncio.sleep(0.05)
 
     def action_run(self) -> None:
         i = self.index()
@@ -439,8 +665,11 @@ class FactsScreen(TriageScreen):
     def on_mount(self) -> None:
         table = self.query_one("#facts-table", DataTable)
         table.add_columns("item", "fact", "value", "unit", "source / why missing")
+        table.border_title = "Facts"
         self.findings_changed()
-        table.focus()
+        # The box looks like it takes typing, so it does: letters typed go into the search
+        # (never to a key of the screen); enter or tab moves to the table.
+        self.query_one("#search", Input).focus()
 
     def findings_changed(self) -> None:
         from gpu_triage.engine.inputs import kind_availability

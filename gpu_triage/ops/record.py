@@ -56,12 +56,23 @@ class IncidentRecord:
         append_line(self.path, jsonio.dumps(entry, default=str), mode=PRIVATE)
         return entry
 
-    def opened(self, *, source: str, hostname: str, rulebook: str, engine: str) -> None:
+    def opened(
+        self,
+        *,
+        source: str,
+        hostname: str,
+        rulebook: str,
+        engine: str,
+        node_id: str | None = None,
+        resumed: bool = False,
+    ) -> None:
         self.append(
             "opened",
             record_version=RECORD_VERSION,
             source=source,
             hostname=hostname,
+            node_id=node_id,
+            resumed=resumed,
             rulebook=rulebook,
             engine=engine,
             responder=_user(),
@@ -101,14 +112,21 @@ class IncidentRecord:
         outcome: str,
         parsed_kinds: Iterable[str] = (),
         parse_error: str = "",
+        subject_key: str = "",
+        parser: str | None = None,
+        detail: str = "",
     ) -> None:
-        """``result`` is an io.commands.CommandResult."""
+        """``result`` is an io.commands.CommandResult. ``subject_key`` and ``parser`` let
+        a reopened record replay the step (its outcome, its output into the facts)."""
         output = result.output
         cut = len(output) > MAX_OUTPUT_IN_RECORD
         self.append(
             "command",
             rule_id=rule_id,
             subject=subject,
+            subject_key=subject_key,
+            parser=parser,
+            detail=detail,
             step=step,
             title=title,
             argv=list(result.argv),
@@ -128,15 +146,38 @@ class IncidentRecord:
     def answer(self, qid: str, value: Any, text: str = "") -> None:
         self.append("answer", question=qid, text=text, value=value)
 
-    def mark(self, *, rule_id: str, subject: str, step: int, title: str, mark: str) -> None:
+    def mark(
+        self,
+        *,
+        rule_id: str,
+        subject: str,
+        step: int,
+        title: str,
+        mark: str,
+        subject_key: str = "",
+    ) -> None:
         self.append(
-            "step_mark", rule_id=rule_id, subject=subject, step=step, title=title, mark=mark
+            "step_mark",
+            rule_id=rule_id,
+            subject=subject,
+            subject_key=subject_key,
+            step=step,
+            title=title,
+            mark=mark,
         )
 
     def note(
-        self, text: str, *, rule_id: str = "", subject: str = "", step: int | None = None
+        self,
+        text: str,
+        *,
+        rule_id: str = "",
+        subject: str = "",
+        step: int | None = None,
+        subject_key: str = "",
     ) -> None:
-        self.append("note", text=text, rule_id=rule_id, subject=subject, step=step)
+        self.append(
+            "note", text=text, rule_id=rule_id, subject=subject, subject_key=subject_key, step=step
+        )
 
     # ------------------------------------------------------------------ reading, export
     def entries(self) -> list[dict[str, Any]]:
@@ -231,7 +272,8 @@ def to_markdown(entries: list[dict[str, Any]]) -> str:
     for e in entries:
         ts, kind = e.get("ts", ""), e.get("kind", "")
         if kind == "opened":
-            lines.append(f"- `{ts}` session opened ({e.get('source', '')})")
+            what = "reopened" if e.get("resumed") else "opened"
+            lines.append(f"- `{ts}` session {what} ({e.get('source', '')})")
         elif kind == "findings":
             s = e.get("summary", {})
             lines.append(

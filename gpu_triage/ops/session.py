@@ -67,6 +67,31 @@ class HistoryEntry:
 
 
 @dataclass
+class Replayed:
+    """What reopening a record brought back (``--record FILE`` on an existing file)."""
+
+    answers: int = 0
+    steps: int = 0  # step outcomes and marks
+    outputs: int = 0  # recorded outputs parsed into the facts again
+    notes: int = 0
+    skipped: list[str] = field(default_factory=list)  # what could not be replayed, and why
+
+    def describe(self) -> str:
+        done = (
+            f"{self.answers} answers, {self.steps} step results, "
+            f"{self.outputs} outputs re-read, {self.notes} notes"
+        )
+        if self.skipped:
+            done += f"; not replayed: {'; '.join(self.skipped[:3])}"
+            if len(self.skipped) > 3:
+                done += f" (+{len(self.skipped) - 3} more)"
+        return done
+
+
+_ANSWER_TYPES = (bool, int, float, str)
+
+
+@dataclass
 class StepApplied:
     outcome: str
     detail: str
@@ -120,13 +145,19 @@ class TriageSession:
         self.steps: dict[StepKey, StepState] = {}
         self.identity_root = Path("/")  # where this host's machine and boot ids are read
         self._lock = threading.Lock()
+        self.replayed: Replayed | None = None
         if record is not None:
+            earlier = record.entries()
             record.opened(
                 source=source,
                 hostname=snapshot.hostname,
                 rulebook=f"{len(book.rules)} rules, fingerprint {book.fingerprint}",
                 engine=engine,
+                node_id=snapshot.node_id,
+                resumed=bool(earlier),
             )
+            if earlier:
+                self.replayed = self.replay(earlier)
 
     # ------------------------------------------------------------------ evaluation
     def evaluate(self, reason: str) -> FindingsDocument:
@@ -236,6 +267,9 @@ class TriageSession:
             self.record.command(
                 rule_id=f.rule_id,
                 subject=f.subject,
+                subject_key=f.subject_key,
+                parser=step.parser,
+                detail=detail,
                 step=index,
                 title=step.title,
                 result=result,
@@ -281,6 +315,7 @@ class TriageSession:
             self.record.mark(
                 rule_id=f.rule_id,
                 subject=f.subject,
+                subject_key=f.subject_key,
                 step=index,
                 title=f.runbook[index].title,
                 mark=mark or "cleared",
@@ -294,8 +329,85 @@ class TriageSession:
                 text,
                 rule_id=f.rule_id if f else "",
                 subject=f.subject if f else "",
+                subject_key=f.subject_key if f else "",
                 step=index,
             )
+
+    # ------------------------------------------------------------------ reopening
+    def replay(self, entries: list[dict[str, Any]]) -> Replayed:
+        """Bring back what an earlier session of this record did: answers, step marks and
+        outcomes, notes, and the outputs of steps run on the incident's node (parsed into
+        the facts again, in the order they ran). Nothing is run. A record of another node
+        replays its answers only: its outputs are not this snapshot's facts."""
+        out = Replayed()
+        opened = next((e for e in entries if e.get("kind") == "opened"), {})
+        same_node = self._same_node(opened)
+        for e in entries:
+            kind = e.get("kind")
+            if kind == "answer":
+                qid, value = e.get("question"), e.get("value")
+                if isinstance(qid, str) and isinstance(value, _ANSWER_TYPES):
+                    with self._lock:
+                        self.snapshot.facts.answers[qid] = value
+                    out.answers += 1
+                continue
+            if kind not in ("command", "step_mark", "note"):
+                continue
+            key = self._replay_key(e)
+            if key is None:
+                if kind != "note" or e.get("step") is not None:
+                    out.skipped.append(f"a {kind} entry without its finding")
+                continue
+            if not same_node:
+                out.skipped.append(f"{kind} of {key[0]} (the record is of another node)")
+                continue
+            state = self.steps.setdefault(key, StepState())
+            if kind == "step_mark":
+                mark = e.get("mark")
+                state.mark = "" if mark == "cleared" else str(mark)
+                out.steps += 1
+            elif kind == "note":
+                state.notes.append(str(e.get("text", "")))
+                out.notes += 1
+            else:
+                state.outcome = str(e.get("outcome") or "")
+                state.detail = f"{e.get('detail') or ''} (from the record)".strip()
+                out.steps += 1
+                if self._reparse(e, out):
+                    out.outputs += 1
+        return out
+
+    def _same_node(self, opened: dict[str, Any]) -> bool:
+        snap = self.snapshot
+        node = opened.get("node_id")
+        if node and snap.node_id:
+            return bool(node == snap.node_id)
+        return bool(opened) and opened.get("hostname") == snap.hostname
+
+    @staticmethod
+    def _replay_key(e: dict[str, Any]) -> StepKey | None:
+        rule, key, step = e.get("rule_id"), e.get("subject_key"), e.get("step")
+        if not (isinstance(rule, str) and rule and isinstance(key, str) and key):
+            return None
+        if not isinstance(step, int) or isinstance(step, bool) or step < 0:
+            return None
+        return (rule, key, step)
+
+    def _reparse(self, e: dict[str, Any], out: Replayed) -> bool:
+        parser, output = e.get("parser"), e.get("output")
+        if not parser or not isinstance(output, str) or not output:
+            return False
+        if e.get("output_truncated"):
+            out.skipped.append(f"output of {e.get('rule_id')} step {e['step'] + 1} (truncated)")
+            return False
+        try:
+            parsed = get_parser(str(parser))(output, " ".join(map(str, e.get("argv", []))))
+        except Exception as exc:  # noqa: BLE001 - as when the step ran: reported, not fatal
+            out.skipped.append(f"output of {e.get('rule_id')}: {type(exc).__name__}: {exc}")
+            return False
+        with self._lock:
+            update_facts(self.snapshot.facts, parsed)
+        return True
 
     def answer(self, q: Question, value: bool | float | str) -> None:
         with self._lock:

@@ -16,6 +16,7 @@ from gpu_triage.model.snapshot import CollectorState, Snapshot
 from gpu_triage.ops.record import IncidentRecord, read_entries
 from gpu_triage.ops.session import TriageSession
 from gpu_triage.tui.app import TriageApp
+from gpu_triage.tui.modals import ConfirmQuitModal
 from gpu_triage.tui.screens import FactsScreen, FindingsScreen, RunbookScreen
 
 from .conftest import (
@@ -118,7 +119,7 @@ def test_select_a_finding_shows_detail_why_and_facts(tmp_path: Path) -> None:
             await pilot.press("escape", "f")
             await pilot.pause()
             assert isinstance(app.screen, FactsScreen)
-            await pilot.press("slash", *"gpu 2 temperature_gpu")
+            await pilot.press(*"gpu 2 temperature_gpu")
             await pilot.pause(0.4)
             rows = app.screen.query_one("#facts-table").row_count
             assert rows == 1
@@ -140,7 +141,7 @@ def test_run_a_step_parses_output_and_reevaluates(tmp_path: Path) -> None:
             unknown = [f for f in doc.cannot_evaluate if f.rule_id == "test-thermal"]
             assert [f.subject_key for f in unknown] == ["gpu:0000:18:00.0"]
             _select(app.screen, "test-thermal", "gpu:0000:18:00.0")
-            await pilot.press("enter")
+            await pilot.press("r")
             await pilot.pause()
             assert isinstance(app.screen, RunbookScreen)
             await pilot.press("r")
@@ -177,7 +178,7 @@ def test_cancel_a_long_step_kills_its_process_group(tmp_path: Path) -> None:
         async with app.run_test(size=(80, 24)) as pilot:
             await _settle(app, pilot)
             _select(app.screen, "test-thermal", "gpu:0000:18:00.0")
-            await pilot.press("enter", "down", "r", "y")
+            await pilot.press("r", "down", "r", "y")
             runbook = app.screen
             assert isinstance(runbook, RunbookScreen)
             for _ in range(100):
@@ -187,8 +188,13 @@ def test_cancel_a_long_step_kills_its_process_group(tmp_path: Path) -> None:
             assert runbook.running == 1
             await pilot.press("escape")  # refused while running
             assert app.screen is runbook
-            await pilot.press("q")  # so is quitting: the app keeps running
-            assert app.is_running and runbook.running == 1
+            await pilot.press("q")  # quitting asks first, naming the running step
+            await pilot.pause()
+            assert isinstance(app.screen, ConfirmQuitModal)
+            assert "Wait a long time" in screen_text(app) and "is running" in screen_text(app)
+            await pilot.press("n")  # stay: the step keeps running
+            await pilot.pause()
+            assert app.screen is runbook and app.is_running and runbook.running == 1
             await pilot.press("c")
             await _settle(app, pilot)
             result = app.session.steps[("test-thermal", "gpu:0000:18:00.0", 1)].result
@@ -231,7 +237,7 @@ def test_mark_note_and_export_record(tmp_path: Path) -> None:
         app = _app(tmp_path, demo_snapshot())
         async with app.run_test(size=(80, 24)) as pilot:
             await _settle(app, pilot)
-            await pilot.press("enter")
+            await pilot.press("r")
             await pilot.pause()
             assert isinstance(app.screen, RunbookScreen)
             await pilot.press("s", "n", *"reseated the riser", "enter")
@@ -257,7 +263,7 @@ def test_risky_step_needs_a_second_confirmation(tmp_path: Path) -> None:
         app = _app(tmp_path, demo_snapshot())
         async with app.run_test(size=(80, 24)) as pilot:
             await _settle(app, pilot)
-            await pilot.press("enter")
+            await pilot.press("r")
             await pilot.pause()
             runbook = app.screen
             assert isinstance(runbook, RunbookScreen)
@@ -364,7 +370,7 @@ def test_steps_of_another_nodes_snapshot_do_not_run_here(tmp_path: Path) -> None
         async with app.run_test(size=(100, 30)) as pilot:
             await _settle(app, pilot)
             _select(app.screen, "test-thermal", "gpu:0000:18:00.0")
-            await pilot.press("enter")
+            await pilot.press("r")
             await pilot.pause()
             await pilot.press("r")
             await pilot.pause()
@@ -412,7 +418,7 @@ def test_a_step_with_a_parameter_asks_for_it_before_it_can_run(tmp_path: Path) -
         async with app.run_test(size=(100, 30)) as pilot:
             await _settle(app, pilot)
             _select(app.screen, "test-thermal", "gpu:0000:18:00.0")
-            await pilot.press("enter")
+            await pilot.press("r")
             await pilot.pause()
             await pilot.press("r")
             await pilot.pause()

@@ -70,12 +70,32 @@ def test_findings_narrow_60x20(tmp_path: Path) -> None:
 
 
 def test_runbook_80x24(tmp_path: Path) -> None:
-    _shot("runbook-80x24", (80, 24), ("enter",), tmp_path)
+    _shot("runbook-80x24", (80, 24), ("r",), tmp_path)
 
 
 def test_confirm_modal_80x24(tmp_path: Path) -> None:
-    _shot("confirm-80x24", (80, 24), ("enter", "r"), tmp_path)
+    _shot("confirm-80x24", (80, 24), ("r", "r"), tmp_path)
 
 
 def test_question_modal_80x24(tmp_path: Path) -> None:
     _shot("question-80x24", (80, 24), ("a",), tmp_path)
+
+
+# The main screens at the two sizes responders use (#17): 80x24 over SSH, 120x40 at a desk.
+@pytest.mark.parametrize("size", [(80, 24), (120, 40)], ids=["80x24", "120x40"])
+@pytest.mark.parametrize(
+    "screen,keys",
+    [
+        ("findings", ()),
+        ("detail", ("enter",)),
+        ("runbook", ("r",)),
+        ("gpus", ("g",)),
+        ("facts", ("f",)),
+        ("keys", ("f1",)),
+        ("filtered", ("slash", *"gpu", "enter", "v")),
+    ],
+)
+def test_main_screens(
+    tmp_path: Path, screen: str, keys: tuple[str, ...], size: tuple[int, int]
+) -> None:
+    _shot(f"{screen}-{size[0]}x{size[1]}", size, keys, tmp_path)
