@@ -61,6 +61,14 @@ Screen { background: $background; }
 #explain-pane, #history-pane { padding: 0 1; }
 #progress { padding: 1 2; }
 #gpu-title { height: 1; padding: 0 1; }
+#symptom-box { padding: 0 1; height: 1fr; }
+#diff-findings-pane { height: auto; max-height: 45%; padding: 0 1; }
+#diff-table { height: 1fr; }
+#diff-noise { height: auto; max-height: 2; padding: 0 1; }
+#symptoms { height: 1fr; }
+#paste-title { height: auto; padding: 0 1; }
+#paste-area { height: 2fr; }
+#paste-result-pane { height: 1fr; padding: 0 1; }
 #gpu-table { height: auto; max-height: 1fr; }
 #gpu-note { height: auto; padding: 0 1; }
 
@@ -114,8 +122,12 @@ class TriageApp(App[int]):
         engine: str = "auto",
         record_path: Path | None = None,
         source_label: str = "",
+        ask_symptom: bool = False,
+        symptom: str | None = None,
     ) -> None:
         super().__init__()
+        self.ask_symptom = ask_symptom  # the first screen asks "what are you seeing?"
+        self.symptom = symptom  # live mode: given on the command line, set once collected
         if session is None and collect is None:
             raise ValueError("either a session (snapshot mode) or a collect function (live)")
         self.book = book
@@ -134,6 +146,7 @@ class TriageApp(App[int]):
         if self.session is not None:
             self.push_screen(FindingsScreen())
             self._say_replayed()
+            self._first_question()
             self.reevaluate("opened")
         else:
             self.start_collection("first collection")
@@ -148,6 +161,39 @@ class TriageApp(App[int]):
             alive = False
         if not alive:
             self.exit(1)
+
+    def _first_question(self) -> None:
+        if self.ask_symptom and self.session.symptom is None:
+            from gpu_triage.tui.intake import SymptomScreen
+
+            self.ask_symptom = False
+            self.push_screen(SymptomScreen())
+
+    # ------------------------------------------------------------------ a healthy twin
+    def ask_compare(self) -> None:
+        self._ask_compare()
+
+    @work(exclusive=True, group="compare-ask", exit_on_error=False)
+    async def _ask_compare(self) -> None:
+        from gpu_triage.tui.compare import SnapshotPathModal
+
+        path = await self.push_screen_wait(SnapshotPathModal())
+        if path is not None:
+            self.compare_with(path)
+
+    @work(thread=True, exclusive=True, group="compare", exit_on_error=False)
+    def compare_with(self, path: Path) -> None:
+        from gpu_triage.model.snapshot import SnapshotError
+        from gpu_triage.tui.compare import DiffScreen, compare
+
+        try:
+            report = compare(self, path)
+        except (SnapshotError, OSError) as exc:
+            self.call_from_thread(
+                self.notify, str(exc), title="Cannot compare", severity="error", timeout=10
+            )
+            return
+        self.call_from_thread(self.push_screen, DiffScreen(report))
 
     def _say_replayed(self) -> None:
         done = self.session.replayed
@@ -184,9 +230,12 @@ class TriageApp(App[int]):
             self.session = TriageSession(
                 snap, self.book, engine=self.engine, source="live", record=record
             )
+            if self.symptom:
+                self.session.set_symptom(self.symptom)
             if self.screen is screen:
                 self.switch_screen(FindingsScreen())
             self._say_replayed()
+            self._first_question()
         else:
             self.session.replace_snapshot(snap, reason)
             if self.screen is screen:
@@ -396,8 +445,16 @@ def build_app(opts: TuiOptions) -> TriageApp:
         snap = load_snapshot(snapshot_path)
         record = IncidentRecord(record_arg or default_path(snap.hostname))
         session = TriageSession(snap, book, engine=engine, source=str(snapshot_path), record=record)
+        if opts.symptom:
+            session.set_symptom(None if opts.symptom == "none" else opts.symptom)
         label = "demo incident" if opts.demo else str(snapshot_path)
-        return TriageApp(book=book, session=session, engine=engine, source_label=label)
+        return TriageApp(
+            book=book,
+            session=session,
+            engine=engine,
+            source_label=label,
+            ask_symptom=opts.symptom is None,
+        )
 
     from gpu_triage.collectors.base import CollectContext
     from gpu_triage.collectors.runner import collect_snapshot, default_collectors
@@ -414,6 +471,8 @@ def build_app(opts: TuiOptions) -> TriageApp:
         collector_names=[str(getattr(c, "name", type(c).__name__)) for c in collectors],
         engine=engine,
         record_path=record_arg,
+        ask_symptom=opts.symptom is None,
+        symptom=None if opts.symptom in (None, "none") else opts.symptom,
     )
 
 

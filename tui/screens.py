@@ -116,6 +116,30 @@ class FindingsScreen(TriageScreen):
         Binding("h", "history", "History", id="history", show=False, tooltip="Findings over time"),
         Binding("n", "note", "Note", id="note", show=False, tooltip="Add a note to the record"),
         Binding(
+            "p",
+            "paste",
+            "Paste",
+            id="paste",
+            show=False,
+            tooltip="Paste an error or command output: read into the facts",
+        ),
+        Binding(
+            "S",
+            "symptom",
+            "Symptom",
+            id="symptom",
+            show=False,
+            tooltip="What are you seeing? Its causes rank first",
+        ),
+        Binding(
+            "c",
+            "compare",
+            "Compare",
+            id="compare",
+            show=False,
+            tooltip="Diff against a healthy node's snapshot",
+        ),
+        Binding(
             "escape",
             "clear_filter",
             "Clear filter",
@@ -167,11 +191,12 @@ class FindingsScreen(TriageScreen):
     def findings_changed(self) -> None:
         session = self.triage.session
         doc = session.doc
-        self.query_one("#summary", Static).update(
-            render.summary_text(
-                doc, host=session.snapshot.hostname, source=self.triage.source_label
-            )
+        summary = render.summary_text(
+            doc, host=session.snapshot.hostname, source=self.triage.source_label
         )
+        if session.symptom:
+            summary.append(f"  seeing: {session.symptom} (S changes it)", style="bold")
+        self.query_one("#summary", Static).update(summary)
         ol = self.query_one("#findings", OptionList)
         described = self.view.describe()
         ol.border_title = f"Findings: {described}" if described else "Findings"
@@ -291,6 +316,19 @@ class FindingsScreen(TriageScreen):
         from gpu_triage.tui.gpus import GpuScreen
 
         self.app.push_screen(GpuScreen())
+
+    def action_paste(self) -> None:
+        from gpu_triage.tui.intake import PasteScreen
+
+        self.app.push_screen(PasteScreen())
+
+    def action_symptom(self) -> None:
+        from gpu_triage.tui.intake import SymptomScreen
+
+        self.app.push_screen(SymptomScreen())
+
+    def action_compare(self) -> None:
+        self.triage.ask_compare()
 
     def action_open_runbook(self) -> None:
         f = self.current()

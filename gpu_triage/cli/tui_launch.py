@@ -9,6 +9,7 @@ import argparse
 from pathlib import Path
 
 from gpu_triage.cli.common import add_rules_args
+from gpu_triage.model.facts import Symptom
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -24,7 +25,17 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     )
     tui.add_argument("--window", type=float, default=1.0)
     tui.add_argument("--engine", choices=("auto", "durable", "reference"), default="auto")
-    tui.add_argument("--record", type=Path, help="incident record file (default: a new one)")
+    tui.add_argument(
+        "--record",
+        type=Path,
+        help="incident record file (default: a new one); an existing one is reopened: its "
+        "answers, step results and pastes are replayed",
+    )
+    tui.add_argument(
+        "--symptom",
+        choices=(*(s.value for s in Symptom), "none"),
+        help="what you are seeing (its causes rank first); without it the first screen asks",
+    )
     add_rules_args(tui)
 
 
@@ -43,5 +54,6 @@ def cmd_tui(args: argparse.Namespace) -> int:
             demo=args.demo,
             window_s=args.window,
             record=args.record,
+            symptom=args.symptom,
         )
     )

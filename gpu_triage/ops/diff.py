@@ -375,3 +375,23 @@ def diff_markdown(report: DiffReport) -> str:
         lines += ["No fact differs beyond its noise.", ""]
     lines += ["Differs means: " + md_text("; ".join(f"{k}: {v}" for k, v in report.noise.items()))]
     return "\n".join(lines) + "\n"
+
+
+def fact_table(report: DiffReport) -> list[tuple[str, str, str, str, str, str]]:
+    """The facts that differ as rows (stage, item, fact, slow, healthy, read by), folded
+    over the items they differ on as the Markdown report folds them: for the TUI."""
+    rows = []
+    for group in _fold(report.facts):
+        fd = group[0]
+        readers = ", ".join(fd.read_by[:3]) + (" …" if len(fd.read_by) > 3 else "")
+        rows.append(
+            (
+                fd.stage.value if fd.stage else "-",
+                _subjects(group),
+                fd.path,
+                _values([g.slow for g in group], fd.unit),
+                _values([g.healthy for g in group], fd.unit),
+                readers or "no rule",
+            )
+        )
+    return rows

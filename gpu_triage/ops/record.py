@@ -305,6 +305,14 @@ def to_markdown(entries: list[dict[str, Any]]) -> str:
                 f"- `{ts}` marked step {e.get('step', 0) + 1} of `{e.get('rule_id', '')}` on "
                 f"{e.get('subject', '')} as {e.get('mark', '')}"
             )
+        elif kind == "symptom":
+            lines.append(f"- `{ts}` the responder sees: {e.get('symptom') or 'nothing specific'}")
+        elif kind == "paste":
+            pieces = e.get("pieces") or []
+            lines.append(
+                f"- `{ts}` pasted {len(e.get('text') or '')} characters ({e.get('source', '')}):"
+            )
+            lines += [f"  - {p}" for p in pieces]
         elif kind == "note":
             where = f" (`{e['rule_id']}` {e.get('subject', '')})" if e.get("rule_id") else ""
             lines.append(f"- `{ts}` note{where}: {e.get('text', '')}")

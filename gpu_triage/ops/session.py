@@ -10,7 +10,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from gpu_triage.collectors.merge import update_facts
+from gpu_triage.collectors.from_text import Intake, intake_paste
+from gpu_triage.collectors.merge import combine_facts, update_facts
 from gpu_triage.collectors.parsers.registry import get_parser
 from gpu_triage.engine.compiler import Rulebook
 from gpu_triage.engine.enrich import enrich
@@ -21,8 +22,9 @@ from gpu_triage.engine.model import Question, QuestionType, RunbookStep
 from gpu_triage.engine.reference import Conclusions, Evaluator
 from gpu_triage.io.commands import CommandResult
 from gpu_triage.io.node_identity import local_identity
+from gpu_triage.model.facts import JobMetrics, Symptom
 from gpu_triage.model.snapshot import Snapshot
-from gpu_triage.ops.record import IncidentRecord
+from gpu_triage.ops.record import MAX_OUTPUT_IN_RECORD, IncidentRecord
 
 # What a responder may mark a step as, by hand.
 MARKS = ("done", "confirmed", "ruled out", "skipped")
@@ -42,6 +44,7 @@ class TuiOptions:
     demo: str | None = None  # open this bundled demo incident
     window_s: float = 1.0  # sampling window when collecting
     record: Path | None = None  # incident record file (default: a new one)
+    symptom: str | None = None  # what the responder sees; None: ask first; "none": nothing
 
 
 @dataclass
@@ -74,13 +77,17 @@ class Replayed:
     steps: int = 0  # step outcomes and marks
     outputs: int = 0  # recorded outputs parsed into the facts again
     notes: int = 0
+    pastes: int = 0
+    symptom: str = ""
     skipped: list[str] = field(default_factory=list)  # what could not be replayed, and why
 
     def describe(self) -> str:
         done = (
             f"{self.answers} answers, {self.steps} step results, "
-            f"{self.outputs} outputs re-read, {self.notes} notes"
+            f"{self.outputs} outputs re-read, {self.notes} notes, {self.pastes} pastes"
         )
+        if self.symptom:
+            done += f"; symptom: {self.symptom}"
         if self.skipped:
             done += f"; not replayed: {'; '.join(self.skipped[:3])}"
             if len(self.skipped) > 3:
@@ -351,6 +358,22 @@ class TriageSession:
                         self.snapshot.facts.answers[qid] = value
                     out.answers += 1
                 continue
+            if kind == "symptom":
+                value = e.get("symptom")
+                if value is None or value in {s.value for s in Symptom}:
+                    self.set_symptom(value, record=False)
+                    out.symptom = value or ""
+                continue
+            if kind == "paste":
+                text = e.get("text")
+                if not isinstance(text, str) or e.get("text_truncated"):
+                    out.skipped.append("a paste too long to keep in the record")
+                elif not same_node:
+                    out.skipped.append("a paste (the record is of another node)")
+                else:
+                    self.add_paste(text, str(e.get("source") or "paste"), record=False)
+                    out.pastes += 1
+                continue
             if kind not in ("command", "step_mark", "note"):
                 continue
             key = self._replay_key(e)
@@ -408,6 +431,48 @@ class TriageSession:
         with self._lock:
             update_facts(self.snapshot.facts, parsed)
         return True
+
+    # ------------------------------------------------------------------ what the responder brings
+    def set_symptom(self, symptom: str | None, *, record: bool = True) -> None:
+        """What the responder sees (``run --symptom``): its differential ranks first and
+        its questions come first. None: nothing specific (the symptom is cleared)."""
+        value = Symptom(symptom) if symptom else None
+        with self._lock:
+            facts = self.snapshot.facts
+            if facts.job is None:
+                if value is None:
+                    return
+                facts.job = JobMetrics(source="tui: what are you seeing?")
+            facts.job.symptom = value
+        if record and self.record is not None:
+            self.record.append("symptom", symptom=value.value if value else None)
+
+    @property
+    def symptom(self) -> str | None:
+        job = self.snapshot.facts.job
+        return job.symptom.value if job is not None and job.symptom is not None else None
+
+    def add_paste(self, text: str, source: str = "paste", *, record: bool = True) -> Intake:
+        """A pasted terminal session, error or command output, read as ``collect
+        --from-text`` reads a file (blocks at prompts, each recognised by content) and
+        folded into the facts (events kept beside the ones there, GPUs matched by bus id).
+        Nothing is merged when nothing was recognised; the pieces say what was read."""
+        intake = intake_paste(text, source)
+        if intake.anything_read:
+            with self._lock:
+                snap = self.snapshot
+                snap.facts = combine_facts([snap.facts, intake.facts])
+                snap.collectors.extend(intake.statuses())
+                snap.raw.extend(intake.raw)
+        if record and self.record is not None:
+            self.record.append(
+                "paste",
+                source=source,
+                text=text[:MAX_OUTPUT_IN_RECORD],
+                text_truncated=len(text) > MAX_OUTPUT_IN_RECORD,
+                pieces=[p.describe() for p in intake.pieces],
+            )
+        return intake
 
     def answer(self, q: Question, value: bool | float | str) -> None:
         with self._lock:

@@ -15,6 +15,7 @@ def test_cli_builds_typed_tui_options(tmp_path: Path, monkeypatch: pytest.Monkey
     monkeypatch.setattr("gpu_triage.tui.app.run_tui", lambda opts: seen.append(opts) or 0)
     argv = ["tui", "--demo", "--engine", "reference", "--window", "2.5"]
     argv += ["--record", str(tmp_path / "r.jsonl"), "--rules", str(tmp_path), "--no-builtin"]
+    argv += ["--symptom", "slow"]
     assert main(argv) == 0
     assert seen == [
         TuiOptions(
@@ -24,5 +25,6 @@ def test_cli_builds_typed_tui_options(tmp_path: Path, monkeypatch: pytest.Monkey
             demo="incident",
             window_s=2.5,
             record=tmp_path / "r.jsonl",
+            symptom="slow",
         )
     ]

@@ -19,6 +19,9 @@ from .conftest import as_local_node, check_golden, demo_snapshot, screen_text, w
 
 pytestmark = pytest.mark.slow
 
+_BACKGROUND = ("evaluate", "compare", "paste")
+HEALTHY = Path(__file__).resolve().parents[1] / "scenarios" / "healthy-busy.json"
+
 
 def _app(tmp_path: Path) -> TriageApp:
     rules = write_rulebook(
@@ -26,7 +29,9 @@ def _app(tmp_path: Path) -> TriageApp:
         step_cmd=["nvidia-smi", "-q", "-d", "PERFORMANCE"],
         sleep_cmd=["sleep", "60"],
     )
-    book = load_rulebook([rules], include_builtin=False, allow_untrusted=True)
+    # Loaded by a relative path (the fixture below changes into tmp_path): the detail
+    # names the rule's file, the same in every run.
+    book = load_rulebook([rules.relative_to(tmp_path)], include_builtin=False, allow_untrusted=True)
     session = TriageSession(
         demo_snapshot(),
         book,
@@ -39,7 +44,8 @@ def _app(tmp_path: Path) -> TriageApp:
 
 
 @pytest.fixture(autouse=True)
-def _same_everywhere(monkeypatch: pytest.MonkeyPatch) -> None:
+def _same_everywhere(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.chdir(tmp_path)  # restored after the test (_app changes into it)
     monkeypatch.setattr("gpu_triage.tui.modals._who", lambda: "responder@node")
 
 
@@ -52,6 +58,14 @@ def _shot(name: str, size: tuple[int, int], keys: tuple[str, ...], tmp_path: Pat
             for key in keys:
                 await pilot.press(key)
                 await pilot.pause()
+            # Background work (an evaluation, a comparison) done; not a step waiting on a
+            # confirmation modal, which would wait for ever.
+            for _ in range(100):
+                busy = [w for w in app.workers if w.is_running and w.group in _BACKGROUND]
+                if not busy:
+                    break
+                await pilot.pause(0.05)
+            await pilot.pause()
             check_golden(name, screen_text(app))
 
     asyncio.run(go())
@@ -93,6 +107,9 @@ def test_question_modal_80x24(tmp_path: Path) -> None:
         ("facts", ("f",)),
         ("keys", ("f1",)),
         ("filtered", ("slash", *"gpu", "enter", "v")),
+        ("symptom", ("S",)),
+        ("paste", ("p",)),
+        ("compare", ("c", *str(HEALTHY), "enter")),
     ],
 )
 def test_main_screens(
