@@ -17,10 +17,16 @@ COLUMNS = ("GPU", "util", "memory", "power", "temp", "link", "Xid", "worst findi
 WIDE = 110  # columns from which each value is shown in full
 
 
-def worst_text(row: GpuRow) -> Text:
+def worst_text(row: GpuRow, *, wide: bool = True) -> Text:
+    """The worst finding; at 80 columns its severity and how many fired (the line under
+    the table names it in full)."""
     if row.worst is None:
-        return render.SafeText("no finding fired", style="dim")
+        return render.SafeText("none fired" if not wide else "no finding fired", style="dim")
     t = render.severity_label(row.worst)
+    if not wide:
+        t.rstrip()
+        t.append(f" ({row.other_findings + 1})" if row.other_findings else "", style="dim")
+        return t
     t.append(" ")
     t.append(row.worst.title)
     if row.other_findings:
@@ -60,7 +66,7 @@ def row_cells(row: GpuRow, *, wide: bool = True) -> list[Text]:
         cell(row.temperature),
         cell(row.link),
         cell(row.xids, "bold red" if row.xids != "-" else "dim"),
-        worst_text(row),
+        worst_text(row, wide=wide),
     ]
 
 
