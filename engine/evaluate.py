@@ -9,10 +9,11 @@ decision itself, which the differential tests compare.
 from __future__ import annotations
 
 import gc
+import itertools
 import operator
 import re
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -20,7 +21,7 @@ from gpu_triage.engine import expr as E
 from gpu_triage.engine.backend import Backend, BackendFailure, ReferenceBackend
 from gpu_triage.engine.compiler import CompiledRule, Rulebook
 from gpu_triage.engine.durable_backend import shared_backend
-from gpu_triage.engine.enrich import enrich
+from gpu_triage.engine.enrich import enrich_collapsed
 from gpu_triage.engine.findings import (
     EngineInfo,
     EvidenceItem,
@@ -36,6 +37,7 @@ from gpu_triage.engine.inputs import Binding, EvalInput, bindings, subject_key, 
 from gpu_triage.engine.model import RunbookStep
 from gpu_triage.engine.placeholders import PLACEHOLDER_NODE, fill, placeholders
 from gpu_triage.engine.reference import Conclusions, Evaluator, Missing, Val
+from gpu_triage.engine.repeats import Repeats
 from gpu_triage.engine.symptoms import differential
 from gpu_triage.engine.verdict import judge
 from gpu_triage.model.catalog import kinds
@@ -55,17 +57,37 @@ class Decision:
 
 
 class Members(Sequence[Binding]):
-    """The bindings of a class but its first, without copying them out of the pool."""
+    """The bindings of a class but its first, in input order, without copying them out of
+    the pool. With collapsed repeats (``repeats``), every event of the class's
+    representatives but the first, each bound as its representative is."""
 
-    def __init__(self, pool: list[Binding], members: list[int], first: int) -> None:
+    def __init__(
+        self,
+        pool: list[Binding],
+        members: list[int],
+        first: int,
+        kind: str | None = None,
+        repeats: Repeats | None = None,
+    ) -> None:
         self.pool, self.members, self.first = pool, members, first
+        self.kind, self.repeats = kind, repeats
 
     def __len__(self) -> int:
-        return len(self.members) - 1
+        if self.repeats is None:
+            return len(self.members) - 1
+        counts = self.repeats.counts
+        return sum(counts[m] for m in self.members) - 1
 
     def __iter__(self) -> Iterator[Binding]:
-        pool, first = self.pool, self.first
-        return (pool[m] for m in self.members if m != first)
+        pool, first, rep, kind = self.pool, self.first, self.repeats, self.kind
+        if rep is None or kind is None:
+            return (pool[m] for m in sorted(self.members) if m != first)
+        skip = rep.firsts[first]
+        return (
+            {**pool[r], kind: rep.event(r, i)}
+            for i, r in rep.ordered(sorted(self.members))
+            if i != skip
+        )
 
     def __getitem__(self, i: int) -> Binding:  # type: ignore[override]
         return list(self)[i]
@@ -182,6 +204,9 @@ def decide(inp: EvalInput, book: Rulebook, backend: Backend) -> tuple[list[Decis
         verdicts = backend.run_stratum(inp, stratum, binds, concl)
         for rule in stratum:
             all_binds = full[rule.id]
+            # Bindings of collapsed repeats stand for every event of their representative.
+            kind = next((k for k in rule.iter_kinds if k in inp.repeats), None)
+            rep = inp.repeats[kind] if kind is not None else None
             for i, (b, members) in enumerate(zip(binds[rule.id], classes[rule.id], strict=True)):
                 verdict = verdicts.get((rule.id, i), False)
                 if rule.rule.concludes:
@@ -196,7 +221,9 @@ def decide(inp: EvalInput, book: Rulebook, backend: Backend) -> tuple[list[Decis
                 if verdict is None:
                     status = Status.CANNOT_EVALUATE
                 first = min(members)
-                same = Members(all_binds, members, first) if len(members) > 1 else ()
+                same: Sequence[Binding] = ()
+                if len(members) > 1 or (rep is not None and rep.counts[first] > 1):
+                    same = Members(all_binds, members, first, kind, rep)
                 decisions.append(Decision(rule, all_binds[first], first, status, same))
     return decisions, concl
 
@@ -240,7 +267,8 @@ def _evaluate(
         check_counts(counts_of(inp.facts), inp.hostname or "snapshot")
     except SnapshotTooLarge as exc:
         raise SnapshotError(str(exc)) from None
-    inp = enrich(inp, book)
+    facts = inp.facts
+    inp = enrich_collapsed(inp, book)
     start = time.perf_counter()
     fallback: str | None = None
     backend: Backend = ReferenceBackend()
@@ -266,7 +294,7 @@ def _evaluate(
     )
     doc.collectors = list(collectors)
     doc.snapshot_source = source
-    code, doc.verdict = judge(doc.summary.critical, doc.summary.warning, doc.collectors, inp.facts)
+    code, doc.verdict = judge(doc.summary.critical, doc.summary.warning, doc.collectors, facts)
     doc.exit_status = int(code)
     return doc
 
@@ -293,16 +321,17 @@ def build_document(
             ev = Evaluator(inp, d.binding, concl)
             key = (d.rule.id, repr([ev.ref(r).value for r in d.rule.group_by]))
             entry = folded.get(key)
-            others = d.same
+            others: Iterable[Binding] = d.same
+            n_others = len(d.same)
             if entry is None:
                 f = make_finding(inp, d, concl)
                 entry = folded[key] = (f, {f.subject})
                 fired.append(f)
                 fired_ids.add(f.rule_id)
             else:
-                others = [d.binding, *d.same]
+                others, n_others = itertools.chain((d.binding,), d.same), n_others + 1
             first, seen = entry
-            first.occurrences += len(others)
+            first.occurrences += n_others
             for b in others:
                 if len(first.also_seen_on) >= MAX_ALSO_SEEN:
                     break
@@ -311,7 +340,7 @@ def build_document(
                     seen.add(subject)
                     first.also_seen_on.append(subject)
             continue
-        for i, b in enumerate([d.binding, *d.same]):
+        for i, b in enumerate(itertools.chain((d.binding,), d.same)):
             f = make_finding(inp, d if i == 0 else replace(d, binding=b, same=[]), concl)
             if f.status is Status.FIRED:
                 fired.append(f)

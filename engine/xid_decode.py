@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
+from typing import Any
 
 from gpu_triage.engine.compiler import Rulebook
 from gpu_triage.engine.model import Nvlink5Rule
@@ -165,40 +166,46 @@ def assign_incidents(events: list[XidEvent]) -> list[str | None]:
     different process, a reboot (the seconds-since-boot stamp going back) or a gap of more
     than BURST_GAP_S. Events without a GPU or without any way to tell get None."""
     labels: list[str | None] = [None] * len(events)
-    by_gpu: dict[str, list[int]] = {}
+    by_gpu: dict[str, list[tuple[Any, int, int]]] = {}
     for i, ev in enumerate(events):
-        if ev.pci_bus_id:
-            by_gpu.setdefault(ev.pci_bus_id, []).append(i)
-    for bus, idxs in by_gpu.items():
-        idxs.sort(key=lambda i: (events[i].source, events[i].line or 0))
+        d = ev.__dict__
+        bus = d.get("pci_bus_id")
+        if bus:
+            row = (d.get("source"), d.get("line") or 0, i)  # the log's order, then ours
+            slot = by_gpu.get(bus)
+            if slot is None:
+                by_gpu[bus] = [row]
+            else:
+                slot.append(row)
+    for bus, rows in by_gpu.items():
+        rows.sort()
         n = 0
-        prev: XidEvent | None = None
-        for i in idxs:
-            ev = events[i]
-            if prev is not None and _new_incident(prev, ev):
-                n += 1
-            labels[i] = f"{bus}#{n}"
-            prev = ev
+        label = f"{bus}#0"
+        # The previous event's source, process, seconds since boot and time: a new
+        # incident when the source or the process changes, the clock since boot goes
+        # back (a reboot) or jumps, or the time jumps (compared inline: once per event).
+        p_src: Any = _NO_EVENT
+        p_pid = p_mono = p_time = None
+        for src, _, i in rows:
+            d = events[i].__dict__
+            pid = d.get("pid") or None  # pid 0 is the kernel's, not a process
+            mono, t = d.get("monotonic_s"), d.get("time")
+            if p_src is not _NO_EVENT:
+                new = src != p_src or (pid is not None and p_pid is not None and pid != p_pid)
+                if not new and mono is not None and p_mono is not None:
+                    new = mono < p_mono or mono - p_mono > BURST_GAP_S
+                if not new and t is not None and p_time is not None:
+                    gap = _gap_s(p_time, t)
+                    new = gap is not None and abs(gap) > BURST_GAP_S
+                if new:
+                    n += 1
+                    label = f"{bus}#{n}"
+            labels[i] = label
+            p_src, p_pid, p_mono, p_time = src, pid, mono, t
     return labels
 
 
-def _new_incident(prev: XidEvent, ev: XidEvent) -> bool:
-    if prev.source != ev.source:
-        return True
-    pa, pb = _pid(prev), _pid(ev)
-    if pa is not None and pb is not None and pa != pb:
-        return True
-    if prev.monotonic_s is not None and ev.monotonic_s is not None:
-        if ev.monotonic_s < prev.monotonic_s:
-            return True  # the clock since boot restarted: a reboot between them
-        if ev.monotonic_s - prev.monotonic_s > BURST_GAP_S:
-            return True
-    gap = _gap_s(prev.time, ev.time)
-    return gap is not None and abs(gap) > BURST_GAP_S
-
-
-def _pid(ev: XidEvent) -> int | None:
-    return ev.pid if ev.pid else None  # pid 0 is the kernel's, not a process
+_NO_EVENT = object()
 
 
 def _gap_s(a: datetime | None, b: datetime | None) -> float | None:
