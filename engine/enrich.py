@@ -48,9 +48,11 @@ def enrich_collapsed(inp: EvalInput, book: Rulebook) -> EvalInput:
     xid: Any = XidAnnotator(inp.facts, book) if annotates else (lambda x, _inc: x)
     sxid: Any = SxidAnnotator(book) if annotates else (lambda s: s)
     events = inp.facts.xids
-    incidents = assign_incidents(events) if annotates else [None] * len(events)
+    # Incidents are worked out from the whole sequence of events: only when read.
+    assign = annotates and "xid.incident" in book.read_paths
+    incidents = assign_incidents(events) if assign else [None] * len(events)
     # Incidents already on the events (a paste), or none assigned: compared as they are.
-    given = not annotates or any(x.incident is not None for x in events)
+    given = not assign or any(x.incident is not None for x in events)
     rx = _collapse(events, book, "xid", {"incident"} if given else set())
     if rx is not None:
         rx.reps = [xid(events[m[0]], incidents[m[0]]) for m in rx.members]
