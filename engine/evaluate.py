@@ -178,6 +178,49 @@ def _signature_classes(
     return all_binds, coarse
 
 
+@dataclass
+class _BookPlan:
+    """What decide and the competing causes work out of a rulebook alone, once per
+    rulebook object, not per evaluation."""
+
+    # per stratum: its rules, and its rules per binding signature with the fields read
+    strata: list[tuple[list[CompiledRule], list[tuple[tuple[Any, ...], list[CompiledRule], Any]]]]
+    fields: dict[str, dict[str, tuple[str, ...]]]  # rule id -> read_fields of that rule
+    groups: dict[str, list[CompiledRule]]  # differential group -> its rules, in order
+    order: dict[str, int]  # rule id -> its place in the rulebook
+
+
+_BOOK_PLANS: dict[int, tuple[Rulebook, _BookPlan]] = {}
+
+
+def _plan(book: Rulebook) -> _BookPlan:
+    """Keyed by the rulebook's identity; the entry keeps the rulebook alive, so the id is
+    not reused while cached (a handful of rulebooks per process)."""
+    hit = _BOOK_PLANS.get(id(book))
+    if hit is not None and hit[0] is book:
+        return hit[1]
+    strata = []
+    for stratum in book.strata:
+        by_sig: dict[tuple[Any, ...], list[CompiledRule]] = {}
+        for r in stratum:
+            by_sig.setdefault((r.iter_kinds, r.join_gpu), []).append(r)
+        strata.append((stratum, [(sig, rs, read_fields(rs)) for sig, rs in by_sig.items()]))
+    groups: dict[str, list[CompiledRule]] = {}
+    for r in book.rules:
+        if r.rule.group:
+            groups.setdefault(r.rule.group, []).append(r)
+    plan = _BookPlan(
+        strata,
+        {r.id: read_fields([r]) for r in book.rules},
+        groups,
+        {r.id: r.order for r in book.rules},
+    )
+    if len(_BOOK_PLANS) >= 32:
+        _BOOK_PLANS.clear()
+    _BOOK_PLANS[id(book)] = (book, plan)
+    return plan
+
+
 def decide(inp: EvalInput, book: Rulebook, backend: Backend) -> tuple[list[Decision], Conclusions]:
     concl = Conclusions()
     decisions: list[Decision] = []
@@ -185,25 +228,29 @@ def decide(inp: EvalInput, book: Rulebook, backend: Backend) -> tuple[list[Decis
         concl.declare(name)
     if not inp.kind_fields:
         inp.kind_fields = book.kind_fields
-    for stratum in book.strata:
+    plan = _plan(book)
+    for stratum, signatures in plan.strata:
         # Rules binding the same kinds share their bindings, grouped once by every field
         # they read; each rule then sees one binding per distinct value of its own fields.
-        by_sig: dict[tuple[Any, ...], list[CompiledRule]] = {}
-        for r in stratum:
-            by_sig.setdefault((r.iter_kinds, r.join_gpu), []).append(r)
         binds: dict[str, list[Binding]] = {}
         classes: dict[str, list[list[int]]] = {}
         full: dict[str, list[Binding]] = {}
-        for (iter_kinds, join_gpu), rules in by_sig.items():
-            all_binds, coarse = _signature_classes(inp, iter_kinds, join_gpu, read_fields(rules))
+        for (iter_kinds, join_gpu), rules, fields in signatures:
+            all_binds, coarse = _signature_classes(inp, iter_kinds, join_gpu, fields)
             for r in rules:
-                fine = binding_classes(all_binds, read_fields([r]), coarse)
+                fine = binding_classes(all_binds, plan.fields[r.id], coarse)
                 classes[r.id] = fine
                 binds[r.id] = [all_binds[c[0]] for c in fine]
                 full[r.id] = all_binds
         verdicts = backend.run_stratum(inp, stratum, binds, concl)
         for rule in stratum:
             all_binds = full[rule.id]
+            # kept for the competing causes: why a rule lost is not worked out twice
+            inp.aggregate_cache[("verdicts", rule.id)] = (
+                all_binds,
+                classes[rule.id],
+                [verdicts.get((rule.id, i), False) for i in range(len(classes[rule.id]))],
+            )
             # Bindings of collapsed repeats stand for every event of their representative.
             kind = next((k for k in rule.iter_kinds if k in inp.repeats), None)
             rep = inp.repeats[kind] if kind is not None else None
@@ -353,7 +400,7 @@ def build_document(
     for f in fired:
         if f.group:
             f.competing = competing.of(f)
-    order = {r.id: r.order for r in book.rules}
+    order = _plan(book).order
     # What the responder sees (job.symptom) puts its differential first within a severity,
     # its questions first among those to confirm.
     job = inp.facts.job
@@ -588,12 +635,11 @@ class CompetingCauses:
 
     def __init__(self, inp: EvalInput, book: Rulebook, concl: Conclusions) -> None:
         self.inp, self.book, self.concl = inp, book, concl
-        self.groups: dict[str, list[CompiledRule]] = {}
-        for r in book.rules:
-            if r.rule.group:
-                self.groups.setdefault(r.rule.group, []).append(r)
+        self.plan = _plan(book)
+        self.groups = self.plan.groups
         self._binds: dict[tuple[Any, ...], tuple[list[Binding], dict[str, list[int]]]] = {}
         self._memo: dict[tuple[str, frozenset[str]], RuledOut] = {}
+        self._decided: dict[str, list[bool | None]] = {}
 
     def of(self, f: Finding) -> list[RuledOut]:
         buses = frozenset(
@@ -614,7 +660,10 @@ class CompetingCauses:
         sig = (rule.iter_kinds, rule.join_gpu)
         hit = self._binds.get(sig)
         if hit is None:
-            binds = bindings(self.inp, rule.iter_kinds, rule.join_gpu)
+            # decide's bindings of the signature, when it made them (its verdicts index them)
+            binds = self.inp.aggregate_cache.get(("bindings", *sig))
+            if binds is None:
+                binds = bindings(self.inp, rule.iter_kinds, rule.join_gpu)
             by_bus: dict[str, list[int]] = {}
             for i, b in enumerate(binds):
                 gpu = b.get("gpu")
@@ -622,6 +671,23 @@ class CompetingCauses:
                 if bus:
                     by_bus.setdefault(bus, []).append(i)
             hit = self._binds[sig] = (binds, by_bus)
+        return hit
+
+    def _verdicts(self, rule: CompiledRule, binds: list[Binding]) -> list[bool | None] | None:
+        """Per binding, the rule's verdict as decide found it (None: it did not record
+        one over these bindings)."""
+        hit = self._decided.get(rule.id)
+        if hit is None:
+            got = self.inp.aggregate_cache.get(("verdicts", rule.id))
+            if got is None or got[0] is not binds:
+                return None
+            _, classes, values = got
+            out: list[bool | None] = [False] * len(binds)
+            for members, v in zip(classes, values, strict=True):
+                if v is not False:
+                    for m in members:
+                        out[m] = v
+            hit = self._decided[rule.id] = out
         return hit
 
     def _ruled_out(self, other: CompiledRule, buses: frozenset[str]) -> RuledOut:
@@ -633,13 +699,24 @@ class CompetingCauses:
         # One evaluation per distinct set of values the rule reads (classes keep order).
         # No binding at all (a node where the driver enumerates no GPU): nothing to try.
         classes = (
-            binding_classes(related, read_fields([other]))
+            binding_classes(related, self.plan.fields[other.id])
             if len(related) > 1
             else [[0]]
             if related
             else []
         )
         first_unknown: Binding | None = None
+        decided = self._verdicts(other, binds)
+        if decided is not None:  # decide's verdicts: the same evaluation, already done
+            for j, i in enumerate(idx or range(len(binds))):
+                verdict = decided[i]
+                if verdict is True:
+                    return RuledOut(
+                        rule_id=other.id, title=title, status="fired", reason="also holds"
+                    )
+                if verdict is None and first_unknown is None:
+                    first_unknown = related[j]
+            classes = []
         for c in classes:
             v = Evaluator(inp, related[c[0]], concl).evaluate(other.expr)
             if v.value is True:

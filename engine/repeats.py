@@ -84,12 +84,27 @@ class Repeats:
         return heapq.merge(*(((i, r) for i in members[r]) for r in reps))
 
 
+_VARYING: dict[tuple[int, str], tuple[Rulebook, frozenset[str]]] = {}
+
+
 def varying_fields(book: Rulebook, kind: str) -> frozenset[str]:
     """The fields of ``kind`` no rule's verdict depends on (they may differ in a group).
 
     A field is read when a condition compares it, an aggregate reads it, or it keys
     the binding classes (a rule's bound fields, its grouping). Texts and evidence read
-    the finding's own event and so may show any field."""
+    the finding's own event and so may show any field. Worked out once per rulebook
+    object (the entry keeps it alive, so its id is not reused while cached)."""
+    hit = _VARYING.get((id(book), kind))
+    if hit is not None and hit[0] is book:
+        return hit[1]
+    out = _varying(book, kind)
+    if len(_VARYING) >= 64:
+        _VARYING.clear()
+    _VARYING[(id(book), kind)] = (book, out)
+    return out
+
+
+def _varying(book: Rulebook, kind: str) -> frozenset[str]:
     read = set(book.kind_fields.get(kind, ()))
     for r in book.rules:
         read |= r.bound_fields.get(kind, frozenset())
