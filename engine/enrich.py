@@ -19,7 +19,13 @@ from typing import Any, TypeVar
 
 from gpu_triage.engine.compiler import Rulebook
 from gpu_triage.engine.inputs import EvalInput
-from gpu_triage.engine.repeats import Repeats, collapsible, group, varying_fields
+from gpu_triage.engine.repeats import (
+    Repeats,
+    collapsible,
+    fields_set,
+    group,
+    varying_fields,
+)
 from gpu_triage.engine.xid_decode import assign_incidents, bucket_meaning, message_update
 from gpu_triage.model.facts import Facts, SxidEvent, XidEvent
 
@@ -52,7 +58,9 @@ def enrich_collapsed(inp: EvalInput, book: Rulebook) -> EvalInput:
     assign = annotates and "xid.incident" in book.read_paths
     incidents = assign_incidents(events) if assign else [None] * len(events)
     # Incidents already on the events (a paste), or none assigned: compared as they are.
-    given = not assign or any(x.incident is not None for x in events)
+    given = not assign or (
+        "incident" in fields_set(events) and any(x.incident is not None for x in events)
+    )
     rx = _collapse(events, book, "xid", {"incident"} if given else set())
     if rx is not None:
         rx.reps = [xid(events[m[0]], incidents[m[0]]) for m in rx.members]

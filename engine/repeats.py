@@ -24,7 +24,7 @@ from __future__ import annotations
 import functools
 import heapq
 import operator
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -72,8 +72,7 @@ class Repeats:
 
     def values(self, rep: int, name: str) -> frozenset[Any]:
         """The values of a varying field over a representative's events."""
-        per = self.per_event[name]
-        return frozenset(per[i] for i in self.members[rep])
+        return frozenset(map(self.per_event[name].__getitem__, self.members[rep]))
 
     def ordered(self, reps: list[int]) -> Iterator[tuple[int, int]]:
         """(event index, representative) of every event of ``reps``, in input order."""
@@ -148,6 +147,12 @@ def collapsible(book: Rulebook, kind: str) -> bool:
     )
 
 
+def fields_set(events: Sequence[FactModel]) -> set[str]:
+    """The fields set on some event (by construction, copy or assignment): every other
+    field holds its default in every event."""
+    return set().union(*(ev.__pydantic_fields_set__ for ev in events))
+
+
 def group(events: list[FactModel], varying: frozenset[str]) -> list[list[int]] | None:
     """Indexes of the events equal in every field but ``varying``, groups in order of
     their first event; None when a value cannot be compared (no collapsing then)."""
@@ -159,7 +164,7 @@ def group(events: list[FactModel], varying: frozenset[str]) -> list[list[int]] |
     # A field no event had set holds its default in every event: equal, not compared.
     # (pydantic records every field set, by construction, copy or assignment; the one
     # mutable default, ``unavailable``, is compared apart: it is changed in place.)
-    was_set = set().union(*(ev.__pydantic_fields_set__ for ev in events))
+    was_set = fields_set(events)
     names = [n for n in cls.model_fields if n in was_set and n not in varying]
     names = [n for n in names if n != "unavailable"]
     key = operator.itemgetter(*names) if names else (lambda _d: ())

@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
@@ -166,19 +167,20 @@ def assign_incidents(events: list[XidEvent]) -> list[str | None]:
     different process, a reboot (the seconds-since-boot stamp going back) or a gap of more
     than BURST_GAP_S. Events without a GPU or without any way to tell get None."""
     labels: list[str | None] = [None] * len(events)
-    by_gpu: dict[str, list[tuple[Any, int, int]]] = {}
+    # one C call per event for what the sequence compares
+    get = operator.itemgetter("pci_bus_id", "source", "line", "pid", "monotonic_s", "time")
+    by_gpu: dict[str, list[tuple[Any, ...]]] = {}
     for i, ev in enumerate(events):
-        d = ev.__dict__
-        bus = d.get("pci_bus_id")
+        bus, src, line, pid, mono, t = get(ev.__dict__)
         if bus:
-            row = (d.get("source"), d.get("line") or 0, i)  # the log's order, then ours
+            row = (src, line or 0, i, pid, mono, t)  # sorted by the log's order, then ours
             slot = by_gpu.get(bus)
             if slot is None:
                 by_gpu[bus] = [row]
             else:
                 slot.append(row)
     for bus, rows in by_gpu.items():
-        rows.sort()
+        rows.sort(key=_ORDER)
         n = 0
         label = f"{bus}#0"
         # The previous event's source, process, seconds since boot and time: a new
@@ -186,10 +188,8 @@ def assign_incidents(events: list[XidEvent]) -> list[str | None]:
         # back (a reboot) or jumps, or the time jumps (compared inline: once per event).
         p_src: Any = _NO_EVENT
         p_pid = p_mono = p_time = None
-        for src, _, i in rows:
-            d = events[i].__dict__
-            pid = d.get("pid") or None  # pid 0 is the kernel's, not a process
-            mono, t = d.get("monotonic_s"), d.get("time")
+        for src, _, i, pid, mono, t in rows:
+            pid = pid or None  # pid 0 is the kernel's, not a process
             if p_src is not _NO_EVENT:
                 new = src != p_src or (pid is not None and p_pid is not None and pid != p_pid)
                 if not new and mono is not None and p_mono is not None:
@@ -206,6 +206,7 @@ def assign_incidents(events: list[XidEvent]) -> list[str | None]:
 
 
 _NO_EVENT = object()
+_ORDER = operator.itemgetter(0, 1, 2)  # source, line, input index
 
 
 def _gap_s(a: datetime | None, b: datetime | None) -> float | None:
