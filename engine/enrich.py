@@ -58,10 +58,9 @@ def enrich_collapsed(inp: EvalInput, book: Rulebook) -> EvalInput:
     assign = annotates and "xid.incident" in book.read_paths
     incidents = assign_incidents(events) if assign else [None] * len(events)
     # Incidents already on the events (a paste), or none assigned: compared as they are.
-    given = not assign or (
-        "incident" in fields_set(events) and any(x.incident is not None for x in events)
-    )
-    rx = _collapse(events, book, "xid", {"incident"} if given else set())
+    was_set = fields_set(events)
+    given = not assign or ("incident" in was_set and any(x.incident is not None for x in events))
+    rx = _collapse(events, book, "xid", {"incident"} if given else set(), was_set)
     if rx is not None:
         rx.reps = [xid(events[m[0]], incidents[m[0]]) for m in rx.members]
         if "incident" in rx.varying:
@@ -89,12 +88,14 @@ def _annotates(inp: EvalInput, book: Rulebook) -> bool:
     return bool((book.xid_codes or book.sxid_codes) and (inp.facts.xids or inp.facts.sxids))
 
 
-def _collapse(events: list[Any], book: Rulebook, kind: str, drop: set[str]) -> Repeats | None:
+def _collapse(
+    events: list[Any], book: Rulebook, kind: str, drop: set[str], was_set: set[str] | None = None
+) -> Repeats | None:
     """The groups of repeated events of ``kind``; None when nothing repeats."""
     if len(events) < 2 or not collapsible(book, kind):
         return None
     varying = varying_fields(book, kind) - drop
-    members = group(events, varying)
+    members = group(events, varying, was_set)
     if members is None or len(members) == len(events):
         return None
     return Repeats(events=events, members=members, varying=varying)

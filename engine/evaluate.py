@@ -92,6 +92,19 @@ class Members(Sequence[Binding]):
     def __getitem__(self, i: int) -> Binding:  # type: ignore[override]
         return list(self)[i]
 
+    def labels(self, hostname: str) -> Iterator[str]:
+        """The subjects of the bindings, in order: a repeat is named by its own line,
+        which it has before annotation (none is annotated only to be named)."""
+        rep, kind = self.repeats, self.kind
+        if rep is None or kind is None:
+            return (subject_label(b, hostname) for b in self)
+        pool, events, skip = self.pool, rep.events, rep.firsts[self.first]
+        return (
+            subject_label({**pool[r], kind: events[i]}, hostname)
+            for i, r in rep.ordered(sorted(self.members))
+            if i != skip
+        )
+
 
 _ABSENT = object()  # a binding whose item of a kind is unavailable
 
@@ -368,7 +381,7 @@ def build_document(
             ev = Evaluator(inp, d.binding, concl)
             key = (d.rule.id, repr([ev.ref(r).value for r in d.rule.group_by]))
             entry = folded.get(key)
-            others: Iterable[Binding] = d.same
+            others: Iterable[str] = _labels(d.same, inp.hostname)
             n_others = len(d.same)
             if entry is None:
                 f = make_finding(inp, d, concl)
@@ -376,13 +389,13 @@ def build_document(
                 fired.append(f)
                 fired_ids.add(f.rule_id)
             else:
-                others, n_others = itertools.chain((d.binding,), d.same), n_others + 1
+                others = itertools.chain((subject_label(d.binding, inp.hostname),), others)
+                n_others += 1
             first, seen = entry
             first.occurrences += n_others
-            for b in others:
+            for subject in others:
                 if len(first.also_seen_on) >= MAX_ALSO_SEEN:
                     break
-                subject = subject_label(b, inp.hostname)
                 if subject not in seen:
                     seen.add(subject)
                     first.also_seen_on.append(subject)
@@ -442,6 +455,12 @@ def build_document(
         needs_confirmation=confirm,
         conclusions=dict(concl.node),
     )
+
+
+def _labels(same: Sequence[Binding], hostname: str) -> Iterator[str]:
+    if isinstance(same, Members):
+        return same.labels(hostname)
+    return (subject_label(b, hostname) for b in same)
 
 
 def make_finding(inp: EvalInput, d: Decision, concl: Conclusions) -> Finding:

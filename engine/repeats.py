@@ -150,12 +150,18 @@ def collapsible(book: Rulebook, kind: str) -> bool:
 def fields_set(events: Sequence[FactModel]) -> set[str]:
     """The fields set on some event (by construction, copy or assignment): every other
     field holds its default in every event."""
-    return set().union(*(ev.__pydantic_fields_set__ for ev in events))
+    return set().union(*map(_FIELDS_SET, events))
 
 
-def group(events: list[FactModel], varying: frozenset[str]) -> list[list[int]] | None:
+_FIELDS_SET = operator.attrgetter("__pydantic_fields_set__")
+
+
+def group(
+    events: list[FactModel], varying: frozenset[str], was_set: set[str] | None = None
+) -> list[list[int]] | None:
     """Indexes of the events equal in every field but ``varying``, groups in order of
-    their first event; None when a value cannot be compared (no collapsing then)."""
+    their first event; None when a value cannot be compared (no collapsing then).
+    ``was_set``: ``fields_set(events)``, when the caller has it."""
     if not events:
         return []
     cls = type(events[0])
@@ -164,7 +170,8 @@ def group(events: list[FactModel], varying: frozenset[str]) -> list[list[int]] |
     # A field no event had set holds its default in every event: equal, not compared.
     # (pydantic records every field set, by construction, copy or assignment; the one
     # mutable default, ``unavailable``, is compared apart: it is changed in place.)
-    was_set = fields_set(events)
+    if was_set is None:
+        was_set = fields_set(events)
     names = [n for n in cls.model_fields if n in was_set and n not in varying]
     names = [n for n in names if n != "unavailable"]
     key = operator.itemgetter(*names) if names else (lambda _d: ())
@@ -173,7 +180,7 @@ def group(events: list[FactModel], varying: frozenset[str]) -> list[list[int]] |
         for i, ev in enumerate(events):
             d = ev.__dict__
             why = d["unavailable"]
-            k = (key(d), _reasons(why) if why else ())
+            k = key(d) if not why else _WithReasons(key(d), _reasons(why))
             slot = slots.get(k)
             if slot is None:
                 slots[k] = [i]
@@ -187,3 +194,11 @@ def group(events: list[FactModel], varying: frozenset[str]) -> list[list[int]] |
 def _reasons(why: dict[str, Any]) -> tuple[tuple[str, Any, str], ...]:
     """An event's recorded reasons for unavailable values, hashable."""
     return tuple(sorted((n, u.reason, u.detail) for n, u in why.items()))
+
+
+@dataclass(frozen=True)
+class _WithReasons:
+    """The key of an event that records reasons: never equal to a plain key."""
+
+    values: Any
+    reasons: tuple[tuple[str, Any, str], ...]

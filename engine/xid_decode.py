@@ -195,7 +195,10 @@ def assign_incidents(events: list[XidEvent]) -> list[str | None]:
                 if not new and mono is not None and p_mono is not None:
                     new = mono < p_mono or mono - p_mono > BURST_GAP_S
                 if not new and t is not None and p_time is not None:
-                    gap = _gap_s(p_time, t)
+                    try:
+                        gap: float | None = (t - p_time).total_seconds()
+                    except (TypeError, OverflowError):  # naive beside aware, or out of range
+                        gap = _gap_s(p_time, t)
                     new = gap is not None and abs(gap) > BURST_GAP_S
                 if new:
                     n += 1
