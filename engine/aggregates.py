@@ -124,19 +124,42 @@ class Values(frozenset[Any]):
 
 
 def _per_event_units(
-    inp: EvalInput, kind: str, name: str
+    inp: EvalInput, kind: str, name: str, fields: tuple[str, ...]
 ) -> list[tuple[Unit, Values | None]] | None:
-    """One unit per representative, with the values of ``name`` over its events, when
-    ``name`` differs between the repeats of ``kind`` (None: it does not)."""
+    """When ``name`` differs between the repeats of ``kind`` (None: it does not): units
+    equal in ``fields`` (and in whether ``name`` is present), each with the values of
+    ``name`` over all its events. Cached for the evaluation."""
     rep = inp.repeats.get(kind)
     if rep is None or name not in rep.varying:
         return None
+    cache = inp.aggregate_cache
+    key = ("per-event units", kind, name, fields)
+    hit = cache.get(key)
+    if hit is not None:
+        return hit  # type: ignore[no-any-return]
+    getter = operator.attrgetter(*fields) if fields else (lambda _item: ())
+    slots: dict[Any, list[Any]] = {}
     firsts, counts = rep.firsts, rep.counts
-    out = []
-    for r, item in enumerate(rep.reps):
-        values = rep.values(r, name)
+    for r, (item, values) in enumerate(zip(rep.reps, rep.value_sets(name), strict=True)):
         # Present on every event of a group or on none (engine.repeats keys on that).
-        out.append((Unit(firsts[r], counts[r], item), None if None in values else Values(values)))
+        present = None not in values
+        k: Any
+        try:
+            k = (getter(item), present)
+            slot = slots.get(k)
+        except TypeError:  # an unhashable value: this representative on its own
+            k, slot = ("alone", r), None
+        if slot is None:
+            slots[k] = [firsts[r], counts[r], item, set(values) if present else None]
+        else:
+            slot[1] += counts[r]
+            if present:
+                slot[3] |= values
+    out = [
+        (Unit(first, n, item), Values(vals) if vals is not None else None)
+        for first, n, item, vals in slots.values()
+    ]
+    cache[key] = out
     return out
 
 
@@ -305,7 +328,9 @@ class Index:
         key_getters = [_getter(local) for local, _ in plan.keys]
         verdicts: dict[tuple[Any, ...], bool | None] = {}
         per_event = (
-            _per_event_units(inp, agg.kind, agg.field)
+            _per_event_units(
+                inp, agg.kind, agg.field, tuple(f for f in plan.fields if f != agg.field)
+            )
             if agg.func == "distinct" and agg.field
             else None
         )

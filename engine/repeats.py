@@ -52,6 +52,7 @@ class Repeats:
     per_event: dict[str, list[Any]] = field(default_factory=dict)
     # how an event is annotated: (event, representative index) -> annotated copy
     annotate: Callable[[Any, int, int], Any] | None = None
+    _value_sets: dict[str, list[frozenset[Any]]] = field(default_factory=dict, repr=False)
 
     @functools.cached_property
     def firsts(self) -> list[int]:
@@ -70,9 +71,13 @@ class Repeats:
         assert self.annotate is not None
         return self.annotate(self.events[index], rep, index)
 
-    def values(self, rep: int, name: str) -> frozenset[Any]:
-        """The values of a varying field over a representative's events."""
-        return frozenset(map(self.per_event[name].__getitem__, self.members[rep]))
+    def value_sets(self, name: str) -> list[frozenset[Any]]:
+        """Per representative, the values of a varying field over its events (once)."""
+        hit = self._value_sets.get(name)
+        if hit is None:
+            get = self.per_event[name].__getitem__
+            hit = self._value_sets[name] = [frozenset(map(get, m)) for m in self.members]
+        return hit
 
     def ordered(self, reps: list[int]) -> Iterator[tuple[int, int]]:
         """(event index, representative) of every event of ``reps``, in input order."""
