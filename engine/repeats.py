@@ -80,12 +80,29 @@ class Repeats:
         return hit
 
     def ordered(self, reps: list[int]) -> Iterator[tuple[int, int]]:
-        """(event index, representative) of every event of ``reps``, in input order."""
+        """(event index, representative) of every event of ``reps`` (ascending), in
+        input order. Lazy: a representative joins the merge only once its first event
+        is next, so the first few events cost a few representatives, not all of them."""
         members = self.members
         if len(reps) == 1:
             r = reps[0]
-            return ((i, r) for i in members[r])
-        return heapq.merge(*(((i, r) for i in members[r]) for r in reps))
+            yield from ((i, r) for i in members[r])
+            return
+        heap: list[tuple[int, int, int]] = []  # (event index, representative, position)
+        nxt = 0  # reps[nxt:] have not joined; their first events come later, in order
+        while True:
+            while nxt < len(reps) and (not heap or members[reps[nxt]][0] < heap[0][0]):
+                r = reps[nxt]
+                heapq.heappush(heap, (members[r][0], r, 0))
+                nxt += 1
+            if not heap:
+                return
+            i, r, pos = heap[0]
+            yield i, r
+            if pos + 1 < len(members[r]):
+                heapq.heapreplace(heap, (members[r][pos + 1], r, pos + 1))
+            else:
+                heapq.heappop(heap)
 
 
 _VARYING: dict[tuple[int, str], tuple[Rulebook, frozenset[str]]] = {}

@@ -20,7 +20,7 @@ from gpu_triage.engine.enrich import enrich, enrich_collapsed
 from gpu_triage.engine.evaluate import evaluate
 from gpu_triage.engine.inputs import EvalInput
 from gpu_triage.engine.loader import RawRulebook, load_text
-from gpu_triage.engine.repeats import group, varying_fields
+from gpu_triage.engine.repeats import Repeats, group, varying_fields
 from gpu_triage.model.facts import (
     Facts,
     GpuFacts,
@@ -268,3 +268,20 @@ def test_other_subjects_in_input_order(builtin_book: Any) -> None:
         lines = [int(m) for s in f.also_seen_on for m in re.findall(r"\(line (\d+)\)", s)]
         assert len(lines) == len(f.also_seen_on)
         assert lines == sorted(lines)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    owner=st.lists(st.integers(0, 6), min_size=1, max_size=60),
+    pick=st.lists(st.booleans(), min_size=7, max_size=7),
+)
+def test_events_of_representatives_walked_in_input_order(
+    owner: list[int], pick: list[bool]
+) -> None:
+    groups: dict[int, list[int]] = {}
+    for i, g in enumerate(owner):
+        groups.setdefault(g, []).append(i)
+    members = list(groups.values())  # in order of their first event, as group() makes them
+    rep = Repeats(events=list(owner), members=members)
+    chosen = [r for r in range(len(members)) if pick[r]] or [0]
+    assert list(rep.ordered(chosen)) == sorted((i, r) for r in chosen for i in members[r])
