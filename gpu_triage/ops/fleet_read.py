@@ -335,7 +335,14 @@ def _loads_line(raw: bytes) -> Any:
         text = raw.decode()
     except UnicodeDecodeError:
         text = raw.decode("utf-8", "replace")
-    return _DECODER.decode(text)
+    if text[:1] != "{":
+        return _DECODER.decode(text)  # leading blanks, or not an object: the general path
+    # raw_decode is decode() without its two whitespace scans; what follows the value
+    # must still be blank (a torn line with the next run appended is no record)
+    value, end = _DECODER.raw_decode(text)
+    if end != len(text) and not text[end:].isspace():
+        raise json.JSONDecodeError("Extra data", text, end)
+    return value
 
 
 def _lines(fh: Any, start: int, end: int) -> Iterator[tuple[int, bytes, bool]]:
