@@ -281,7 +281,8 @@ def fold(st: NodeState, rec: dict[str, Any], where: tuple[int, int], target: flo
 @dataclass
 class Part:
     """What one reader returns: node states, run count, the first errors and their count.
-    An error is (file index, byte offset of its line, line number within the range, text)."""
+    An error is (file index, byte offset of its line, line number within the range, or 0
+    for the whole file, or -1 when the text names the file itself, text)."""
 
     nodes: dict[str, NodeState] = field(default_factory=dict)
     runs: int = 0
@@ -403,7 +404,7 @@ def _read_document(unit: Unit, part: Part, target: float) -> None:
     idx, path, _, _ = unit
     for rec, problem in records_from_document(Path(path)):
         if problem:
-            part.error(idx, 0, 0, problem)
+            part.error(idx, 0, -1, problem)  # the message names the file (and line) itself
             continue
         try:
             part.add(_host(rec), rec, (idx, 0), target)
@@ -518,11 +519,15 @@ def read_fleet(
 
 
 def _locate(raw: list[tuple[int, int, int, str]], files: list[Path]) -> list[str]:
-    """The first errors in file order as ``file:line: text``; a range that does not start
-    the file counts the lines before it (only for the few errors kept)."""
+    """The first errors in file order as ``file:line: text`` (``file: text`` for a whole
+    file; as written for a document's own message); a range that does not start the file
+    counts the lines before it (only for the few errors kept)."""
     out = []
     for idx, offset, n, text in sorted(raw)[:MAX_ERRORS_KEPT]:
         path = str(files[idx])
+        if n < 0:
+            out.append(text)
+            continue
         if n == 0:
             out.append(f"{path}: {text}")
             continue
