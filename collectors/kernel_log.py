@@ -25,7 +25,7 @@ from gpu_triage.collectors.parsers.kernel_log import (
     KernelLogParser,
     parse_kernel_log,
 )
-from gpu_triage.collectors.parsers.kernel_timestamps import split_stamp
+from gpu_triage.collectors.parsers.kernel_timestamps import LineSplitter
 from gpu_triage.io.commands import CommandResult
 from gpu_triage.model.facts import Facts, KernelEvent
 
@@ -267,7 +267,10 @@ def _as_facts(log: KernelLog) -> Facts:
 def _stamp_reader(now: datetime) -> Callable[[str], datetime | None]:
     """Dates one line (the absolute stamp forms; None for seconds-since-boot)."""
 
+    splitter = LineSplitter(None, now)
+
     def stamp_of(line: str) -> datetime | None:
-        return split_stamp(0, line, None, now).time
+        ln = splitter.line(0, line)
+        return None if ln is None else ln.time
 
     return stamp_of
