@@ -62,9 +62,7 @@ COMMANDS: dict[str, Command] = {
     "tui": Command(
         "tui_launch", "cmd_tui", "the responder's terminal UI (default with no command)"
     ),
-    "fleet": Command(
-        "fleet", "cmd_fleet", "what many nodes' history shows that one node cannot"
-    ),
+    "fleet": Command("fleet", "cmd_fleet", "what many nodes' history shows that one node cannot"),
     "npd": Command(
         "check", "cmd_check", "node-problem-detector custom plugin (exit 0 OK, 1 NonOK, 2 Unknown)"
     ),
