@@ -24,7 +24,7 @@ class Status(StrEnum):
 
 
 class Model(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
 
 class EvidenceItem(Model):
