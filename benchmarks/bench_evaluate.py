@@ -408,16 +408,33 @@ def baseline(snap: Snapshot, book: Rulebook) -> FindingsDocument:
     fired: list[Finding] = []
 
     def fmt(v: Any) -> str:
-        if v is None:
-            return "?"
         if isinstance(v, bool):
             return "yes" if v else "no"
         return f"{v:g}" if isinstance(v, float) else str(v)
 
+    placeholder = re.compile(r"\{([a-z_]+\.[a-z0-9_]+)\}")
+
     def text(template: str, values: dict[str, Any]) -> str:
-        return re.sub(
-            r"\{([a-z_]+\.[a-z0-9_]+)\}", lambda m: fmt(values.get(m.group(1))), template.strip()
+        """Values filled; an optional ``[[...]]`` part left out when one of its values
+        is missing (then the spaces it leaves are tidied), a bare missing one "unknown"."""
+        dropped = False
+
+        def segment(m: re.Match[str]) -> str:
+            nonlocal dropped
+            inner = m.group(1)
+            if any(values.get(n) is None for n in placeholder.findall(inner)):
+                dropped = True
+                return ""
+            return placeholder.sub(lambda p: fmt(values[p.group(1)]), inner)
+
+        out = re.sub(r"\[\[(.*?)\]\]", segment, template.strip(), flags=re.DOTALL)
+        out = placeholder.sub(
+            lambda p: "unknown" if values.get(p.group(1)) is None else fmt(values[p.group(1)]),
+            out,
         )
+        if dropped:
+            out = re.sub(r"[ \t]+([.,;:)])", r"\1", re.sub(r"[ \t]{2,}", " ", out)).strip()
+        return out
 
     def item_evidence(kind: str, item: Any, names: tuple[str, ...]) -> list[EvidenceItem]:
         out = []
