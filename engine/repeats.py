@@ -1,6 +1,7 @@
 """Repeated kernel events collapsed into one representative each, counts and lines kept.
 
-An Xid storm logs the same line tens of thousands of times: the same code, GPU, process
+Collapsed: Xids and SXids (what a storm repeats and enrichment annotates). An Xid storm
+logs the same line tens of thousands of times: the same code, GPU, process
 and message, only the line number and the time move on. Nothing a rule decides can tell
 those copies apart when the rulebook does not read the fields that differ, so each
 group of them is evaluated once, through its first event (the *representative*), and
@@ -9,14 +10,14 @@ counts for all of them:
 * the representative is the group's first event in input order: bindings, classes and
   findings built from it are those the first copy would have given;
 * aggregates weigh a representative by its number of events (``EvalInput.weights``);
-* a finding's occurrences and other subjects walk the events themselves, in input order
-  (:meth:`Repeats.bindings`), each annotated like its representative, so counts, line
-  numbers and subjects are those of the uncollapsed input.
+* a finding's occurrences and other subjects walk the events themselves, in input
+  order (``evaluate.Members``, through :meth:`Repeats.ordered`), each annotated like
+  its representative, so counts, line numbers and subjects are those of the events.
 
 The fields allowed to differ inside a group (``varying``) are the per-line ones (line,
 time, time stamp, age, raw text) that no rule reads, and the Xid incident when rules only
 count distinct incidents (``distinct(xid, incident, ...)``): those aggregates read the
-incidents of every event (``Repeats.values``). Every other field is part of the group's key.
+incidents of every event (:meth:`Repeats.value_sets`). Every other field is part of the group's key.
 """
 
 from __future__ import annotations
@@ -36,8 +37,6 @@ from gpu_triage.model.facts import FactModel
 PER_LINE_FIELDS = ("line", "time", "time_text", "monotonic_s", "age_s", "raw")
 # Fields filled per event by enrichment from the sequence of events (not per line).
 SEQUENCE_FIELDS = {"xid": ("incident",)}
-# Kinds whose repeats are collapsed: those a storm repeats and enrichment annotates.
-COLLAPSED_KINDS = ("xid", "sxid")
 
 
 @dataclass
@@ -50,7 +49,7 @@ class Repeats:
     varying: frozenset[str] = frozenset()  # fields that may differ within a group
     # field of ``varying`` filled per event (incident) -> its value per event index
     per_event: dict[str, list[Any]] = field(default_factory=dict)
-    # how an event is annotated: (event, representative index) -> annotated copy
+    # how an event is annotated: (event, representative, event index) -> annotated copy
     annotate: Callable[[Any, int, int], Any] | None = None
     _value_sets: dict[str, list[frozenset[Any]]] = field(default_factory=dict, repr=False)
 
