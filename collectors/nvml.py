@@ -541,6 +541,16 @@ class NvmlCollector:
             (h, getattr(nv, "NVML_TEMPERATURE_THRESHOLD_SHUTDOWN", 0)),
             float,
         )
+        for fname, const in _THRESHOLDS:
+            # Newer thresholds (GPU_MAX, MEM_MAX, the acoustic target) are missing from
+            # old bindings: the constant is looked up, never assumed.
+            code = getattr(nv, const, None)
+            if code is None:
+                g.mark_unavailable(
+                    fname, UnavailableReason.NOT_SUPPORTED, f"{const}: not in this nvidia-ml-py"
+                )
+                continue
+            _set(q, fname, ["nvmlDeviceGetTemperatureThreshold"], (h, code), float)
         _set(
             q,
             "performance_state",
@@ -839,6 +849,17 @@ class _GpuResult:
 
 def _unavailable(reason: UnavailableReason, detail: str) -> Unavailable:
     return Unavailable(reason=reason, detail=detail)
+
+
+# GpuFacts field -> the nvmlTemperatureThresholds_t constant naming it (slowdown and
+# shutdown are read above with their fallbacks; these came later).
+_THRESHOLDS = (
+    ("temperature_max_operating_c", "NVML_TEMPERATURE_THRESHOLD_GPU_MAX"),
+    ("temperature_memory_max_operating_c", "NVML_TEMPERATURE_THRESHOLD_MEM_MAX"),
+    ("temperature_target_c", "NVML_TEMPERATURE_THRESHOLD_ACOUSTIC_CURR"),
+    ("temperature_target_min_c", "NVML_TEMPERATURE_THRESHOLD_ACOUSTIC_MIN"),
+    ("temperature_target_max_c", "NVML_TEMPERATURE_THRESHOLD_ACOUSTIC_MAX"),
+)
 
 
 def _set(

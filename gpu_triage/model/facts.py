@@ -237,6 +237,25 @@ class GpuFacts(FactModel):
     temperature_memory_c: float | None = fact("°C", "HBM temperature")
     temperature_slowdown_c: float | None = fact("°C", "temperature at which the GPU slows down")
     temperature_shutdown_c: float | None = fact("°C", "temperature at which the GPU shuts down")
+    temperature_max_operating_c: float | None = fact(
+        "°C",
+        "GPU Max Operating Temp: the software limit the driver slows clocks to stay under "
+        "(NVML GPU_MAX threshold)",
+    )
+    temperature_memory_max_operating_c: float | None = fact(
+        "°C", "Memory Max Operating Temp: the HBM limit (NVML MEM_MAX threshold)"
+    )
+    temperature_target_c: float | None = fact(
+        "°C",
+        "GPU Target Temperature: the acoustic target the driver holds the GPU at "
+        "(nvidia-smi -gtt; NVML ACOUSTIC_CURR threshold)",
+    )
+    temperature_target_min_c: float | None = fact(
+        "°C", "lowest GPU Target Temperature this GPU accepts (NVML ACOUSTIC_MIN)"
+    )
+    temperature_target_max_c: float | None = fact(
+        "°C", "highest GPU Target Temperature this GPU accepts (NVML ACOUSTIC_MAX)"
+    )
     performance_state: int | None = fact("P-state", "performance state, 0 = maximum")
     fan_speed_pct: float | None = fact("%", "fan speed (absent on passively cooled boards)")
     clocks_sm_mhz: float | None = fact("MHz", "current SM clock")
@@ -329,6 +348,19 @@ class GpuFacts(FactModel):
         if self.memory_used_mib is None or not self.memory_total_mib:
             return None
         return round(100.0 * self.memory_used_mib / self.memory_total_mib, 2)
+
+    @computed_field(  # type: ignore[prop-decorator]
+        description="how far below the hardware slowdown temperature the GPU's own software "
+        "limit sits: the lower of GPU Target Temperature and GPU Max Operating Temp, taken "
+        "from the slowdown temperature",
+        json_schema_extra={"unit": "°C"},
+    )
+    @property
+    def thermal_limit_below_slowdown_c(self) -> float | None:
+        limits = [t for t in (self.temperature_target_c, self.temperature_max_operating_c) if t]
+        if self.temperature_slowdown_c is None or not limits:
+            return None
+        return round(self.temperature_slowdown_c - min(limits), 1)
 
     @computed_field(  # type: ignore[prop-decorator]
         description="power draw as a share of the enforced limit",

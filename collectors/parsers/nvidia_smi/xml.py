@@ -160,6 +160,9 @@ def _gpu(node: ET.Element, index: int, source: str) -> GpuFacts:
     g.temperature_memory_c = _float(t("temperature/memory_temp"))
     g.temperature_slowdown_c = _float(t("temperature/gpu_temp_slow_threshold"))
     g.temperature_shutdown_c = _float(t("temperature/gpu_temp_max_threshold"))
+    g.temperature_max_operating_c = _float(t("temperature/gpu_temp_max_gpu_threshold"))
+    g.temperature_memory_max_operating_c = _float(t("temperature/gpu_temp_max_mem_threshold"))
+    g.temperature_target_c = _float(t("temperature/gpu_target_temperature"))
     for readings in ("gpu_power_readings", "power_readings"):
         draw = _float(t(f"{readings}/power_draw", f"{readings}/instant_power_draw"))
         limit = _float(t(f"{readings}/current_power_limit", f"{readings}/enforced_power_limit"))
