@@ -403,6 +403,7 @@ class NvmlCollector:
                 )
             facts.gpus.append(res.gpu)
             facts.processes.extend(res.processes)
+            facts.errors.extend(res.errors)
             facts.nvlinks.extend(res.nvlinks)
 
     # ------------------------------------------------------------------ one GPU
@@ -740,6 +741,22 @@ class NvmlCollector:
             q.handle,
         )
         if procs is _MISSING:
+            why = g.unavailable.get("process_count")
+            if why is not None and why.reason is UnavailableReason.ERROR:
+                res.errors.append(
+                    ErrorTextEvent(
+                        signature="nvml-process-query-failed",
+                        cause="gpu_processes_unreadable",
+                        component="driver",
+                        verified=True,
+                        message=f"GPU {g.index}: the running-process query failed: {why.detail}",
+                        raw=why.detail,
+                        pci_bus_id=g.pci_bus_id,
+                        gpu_index=g.index,
+                        count=1,
+                        source="nvml",
+                    )
+                )
             return
         g.process_count = len(procs)
         for p in procs:
@@ -844,6 +861,7 @@ class NvmlCollector:
 class _GpuResult:
     gpu: GpuFacts
     processes: list[GpuProcess] = field(default_factory=list)
+    errors: list[ErrorTextEvent] = field(default_factory=list)
     nvlinks: list[NvlinkFacts] = field(default_factory=list)
 
 

@@ -387,6 +387,11 @@ class GpuProcess(FactModel):
     name: str | None = fact("", "process name")
     used_memory_mib: float | None = fact("MiB", "device memory used by the process")
     type: str | None = fact("", "compute or graphics")
+    query_error: bool | None = fact(
+        "",
+        "the driver listed the process but answered its name or memory with an error "
+        "([Unknown Error]); N/A (MIG, WDDM, another PID namespace) is not an error",
+    )
 
 
 class NvlinkFacts(FactModel):

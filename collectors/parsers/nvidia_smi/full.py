@@ -16,6 +16,7 @@ from gpu_triage.collectors.parsers.nvidia_smi.values import (
     _Setter,
     _unavailable_reason,
     as_text,
+    process_value_failed,
 )
 from gpu_triage.model.facts import THROTTLE_REASONS, GpuFacts, GpuProcess
 
@@ -382,8 +383,11 @@ class _QGpu:
                 kind, kind.lower() or None
             )
         elif key in ("name", "process name"):
-            proc.name = raw.strip() or None
+            if not process_value_failed(proc, "name", raw):
+                proc.name = raw.strip() or None
         elif key == "used gpu memory":
+            if process_value_failed(proc, "used_memory_mib", raw):
+                return True
             reason = _unavailable_reason(raw)
             if reason is not None:
                 proc.mark_unavailable("used_memory_mib", reason, raw.strip())
