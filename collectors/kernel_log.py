@@ -77,7 +77,9 @@ class KernelLogCollector:
         self._texts: list[tuple[str, str]] = []  # what was parsed, for the driver lines
 
     def _parse(self, text: str, *, source: str, **kw: Any) -> KernelLog:
-        self._texts.append((text, source))
+        sieve = KernelLineSieve()  # the driver's lines only: the scan stays small
+        sieve.feed(text)
+        self._texts.append((sieve.text(), source))
         return parse_kernel_log(text, source=source, **kw)
 
     def collect(self, ctx: CollectContext, facts: Facts) -> None:

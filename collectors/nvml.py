@@ -721,9 +721,9 @@ class NvmlCollector:
         _set(q, "pcie_link_width_max", ["nvmlDeviceGetMaxPcieLinkWidth"], (h,), int)
         _set(q, "pcie_replay_count", ["nvmlDeviceGetPcieReplayCounter"], (h,), int)
         _set(q, "persistence_mode", ["nvmlDeviceGetPersistenceMode"], (h,), bool)
-        mig = q.call(g, ["mig_mode"], ["nvmlDeviceGetMigMode"], h)
+        mig = q.call(g, ["mig_mode", "mig_mode_pending"], ["nvmlDeviceGetMigMode"], h)
         if mig is not _MISSING:
-            g.mig_mode = bool(mig[0])
+            g.mig_mode, g.mig_mode_pending = bool(mig[0]), bool(mig[1])
         mode = q.call(g, ["compute_mode"], ["nvmlDeviceGetComputeMode"], h)
         if mode is not _MISSING:
             g.compute_mode = _COMPUTE_MODES.get(int(mode), f"unknown_{int(mode)}")

@@ -181,6 +181,18 @@ def kernel_log(text: str, source: str = "kernel log") -> Facts:
     return facts
 
 
+def docker_info(text: str, source: str = "docker info") -> Facts:
+    from gpu_triage.collectors.parsers.container_runtime import parse_docker_info
+
+    return Facts(scheduler=parse_docker_info(text, source))
+
+
+def nvidia_ctk_cdi_list(text: str, source: str = "nvidia-ctk cdi list") -> Facts:
+    from gpu_triage.collectors.parsers.container_runtime import parse_cdi_list
+
+    return Facts(scheduler=parse_cdi_list(text, source))
+
+
 def mpstat(text: str, source: str = "mpstat") -> Facts:
     from gpu_triage.collectors.parsers.mpstat import fill_host_from_mpstat, parse_mpstat
 

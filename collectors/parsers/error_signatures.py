@@ -461,9 +461,10 @@ SIGNATURES: tuple[Signature, ...] = (
         "3.2",
         "device_plugin_without_nvml",
         "kubernetes",
-        phrase("Incompatible strategy detected"),
+        # v0.14+ says "Incompatible platform detected" for the same cause
+        r"Incompatible\s+(?:strategy|platform)\s+detected",
         True,
-        keys=("incompatible strategy",),
+        keys=("incompatible strategy", "incompatible platform"),
     ),
     Signature(
         "device-plugin-no-devices",

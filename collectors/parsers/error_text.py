@@ -114,13 +114,23 @@ KERNEL_LOG_SIGNATURES = frozenset(
 )
 
 
+# Signatures of lines the kernel-log parser turns into events of its own.
+PARSED_BY_KERNEL_LOG = frozenset({"gpu-fallen-off-bus", "nvlink-rx-detect-failed"})
+
+
+def _kernel_log_signatures() -> frozenset[str]:
+    return frozenset(s.id for s, _ in compiled() if s.id not in PARSED_BY_KERNEL_LOG)
+
+
 def scan_kernel_log_errors(
     text: str, source: str = "kernel log"
 ) -> tuple[list[ErrorTextEvent], DriverFacts | None]:
-    """The driver-state lines of a kernel log as error events, and the driver facts they
-    set (None when none). A module loaded after a line ("NVRM: loading NVIDIA UNIX ...
-    Kernel Module") is a new driver: the driver-state lines before it are history."""
-    events, driver = scan_error_text(text, source, only=KERNEL_LOG_SIGNATURES)
+    """The known error lines of a kernel log or a journal (``journalctl -b`` holds the
+    daemons' lines too) as error events, and the driver facts they set (None when none).
+    Lines the kernel-log parser reads itself are left to it. A module loaded after a line
+    ("NVRM: loading NVIDIA UNIX ... Kernel Module") is a new driver: the driver-state
+    lines before it are history."""
+    events, driver = scan_error_text(text, source, only=_kernel_log_signatures())
     load = _last_module_load(text)
     if load is not None:
         events = [e for e in events if e.component != "driver" or (e.line or 0) > load]

@@ -329,6 +329,9 @@ class GpuFacts(FactModel):
     nvlink_links_active: int | None = fact("links", "NVLink links up")
     persistence_mode: bool | None = fact("", "persistence mode enabled")
     mig_mode: bool | None = fact("", "MIG mode currently enabled")
+    mig_mode_pending: bool | None = fact(
+        "", "MIG mode the GPU will have after its next reset (nvidia-smi -q MIG Mode Pending)"
+    )
     compute_mode: str | None = fact("", "compute mode: default, exclusive_process, prohibited")
     recovery_action: RecoveryAction | None = fact(
         "", "what the driver says must happen to recover the GPU"
@@ -824,6 +827,40 @@ class SchedulerFacts(FactModel):
     k8s_pod_unschedulable_reason: str | None = fact(
         "", "why the described pod could not be scheduled (FailedScheduling message)"
     )
+    k8s_container_runtime: str | None = fact(
+        "",
+        "container runtime the kubelet runs pods with (docker, containerd, cri-o), from the "
+        "node's Container Runtime Version",
+    )
+    docker_default_runtime: str | None = fact(
+        "", "Docker's default runtime (docker info; else daemon.json default-runtime, runc unset)"
+    )
+    docker_runtimes: list[str] = fact(
+        "",
+        "runtimes Docker has registered (docker info Runtimes, daemon.json runtimes)",
+        default=[],
+    )
+    docker_cgroup_driver: str | None = fact("", "Docker's cgroup driver: systemd or cgroupfs")
+    container_toolkit_mode: str | None = fact(
+        "",
+        "mode of the NVIDIA container runtime (auto, legacy, cdi, csv) in "
+        "/etc/nvidia-container-runtime/config.toml",
+    )
+    containerd_cdi_enabled: bool | None = fact("", "containerd's enable_cdi is set")
+    cdi_spec_files: int | None = fact("files", "CDI spec files in /etc/cdi and /var/run/cdi")
+    cdi_nvidia_devices: int | None = fact(
+        "devices", "nvidia.com/gpu devices the CDI specs define (spec files or nvidia-ctk cdi list)"
+    )
+
+    @computed_field(  # type: ignore[prop-decorator]
+        description="Docker has a runtime named nvidia registered",
+        json_schema_extra={"unit": ""},
+    )
+    @property
+    def docker_nvidia_runtime_registered(self) -> bool | None:
+        if not self.docker_runtimes:
+            return None
+        return "nvidia" in self.docker_runtimes
 
 
 # --------------------------------------------------------------------------- supplied by people

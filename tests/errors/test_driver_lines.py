@@ -222,3 +222,38 @@ def test_nvml_process_query_failing_is_the_same_evidence() -> None:
     facts = Facts()
     NvmlCollector(fk.FakeNvml([not_supported])).collect(ctx, facts)
     assert not facts.errors  # not supported is not an error
+
+
+# --------------------------------------------------------------------------- MIG pending
+
+
+def test_mig_pending_from_a_grep_fragment_and_nvml() -> None:
+    text = (
+        "$ nvidia-smi -q -i 0 | grep -A2 'MIG Mode'\n    MIG Mode\n"
+        "        Current                           : Disabled\n"
+        "        Pending                           : Enabled\n"
+    )
+    intake = intake_paste(text, "mig.txt")
+    g = intake.facts.gpus[0]
+    assert (g.mig_mode, g.mig_mode_pending) == (False, True)
+    assert top(intake.facts) == "mig-mode-change-pending"
+    fk = _fake()
+    gpu = fk.a100_mig()
+    gpu.mig_mode = (1, 0)  # enabled now, disabled after the next reset
+    facts = Facts()
+    ctx = CollectContext(root=Path("/nonexistent-root"), window_s=0.05)
+    NvmlCollector(fk.FakeNvml([gpu])).collect(ctx, facts)
+    assert (facts.gpus[0].mig_mode, facts.gpus[0].mig_mode_pending) == (True, False)
+
+
+def test_a_pasted_journal_gives_the_daemons_errors_too() -> None:
+    text = (
+        "Jan 09 08:01:12 gpu-07 systemd[1]: Starting NVIDIA Persistence Daemon...\n"
+        "Jan 09 08:01:12 gpu-07 nvidia-persistenced[1193]: nvidia-persistenced failed to "
+        "initialize. Check syslog for more details.\n"
+        "Jan 09 08:01:12 gpu-07 kernel: NVRM: Xid (PCI:0000:3b:00): 79, pid=0, GPU has fallen "
+        "off the bus.\n"
+    )
+    facts = get_parser("kernel-log")(text, "journal.txt")
+    assert [e.cause for e in facts.errors] == ["persistenced_failed"]  # Xid 79: the parser's
+    assert facts.xids or facts.bus_losses

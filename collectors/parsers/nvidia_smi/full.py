@@ -159,8 +159,8 @@ class _QGpu:
         if not path:
             return self._gpu_level(key, raw)
         top, sub = path[0], path[1:]
-        if top == "mig mode" and not sub and key == "current":
-            s.set("mig_mode", raw, "bool")
+        if top == "mig mode" and not sub and key in ("current", "pending"):
+            s.set("mig_mode" if key == "current" else "mig_mode_pending", raw, "bool")
         elif top == "pci":
             return self._pci(sub, key, raw)
         elif top in _THROTTLE_SECTIONS:

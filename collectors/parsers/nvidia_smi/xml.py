@@ -142,6 +142,7 @@ def _gpu(node: ET.Element, index: int, source: str) -> GpuFacts:
     g.pci_bus_id = normalize_pci(t("pci/pci_bus_id") or node.get("id") or "")
     g.persistence_mode = _yes(t("persistence_mode"))
     g.mig_mode = _yes(t("mig_mode/current_mig"))
+    g.mig_mode_pending = _yes(t("mig_mode/pending_mig"))
     g.compute_mode = (t("compute_mode") or "").lower().replace(" ", "_") or None
     link = "pci/pci_gpu_link_info"
     g.pcie_link_gen = _int(t(f"{link}/pcie_gen/current_link_gen"))
