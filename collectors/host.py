@@ -334,9 +334,14 @@ class HostCollector:
                 read_iops=round(rd / elapsed, 2),
                 write_iops=round(wr / elapsed, 2),
                 read_await_ms=round(rd_ms / rd, 2) if rd else 0.0,
+                read_request_kib=round(rd_sec * SECTOR_BYTES / 1024 / rd, 2) if rd else None,
                 write_await_ms=round(wr_ms / wr, 2) if wr else 0.0,
                 util_pct=round(min(100.0, 100.0 * io_ms / (elapsed * 1000.0)), 2),
             )
+            if not rd:
+                disk.mark_unavailable(
+                    "read_request_kib", UnavailableReason.NOT_SUPPORTED, "no reads in the window"
+                )
             text, why = read_file(ctx.path("sys", "block", sysname, "queue", "rotational"))
             if text is not None and text.strip() in ("0", "1"):
                 disk.rotational = text.strip() == "1"

@@ -191,14 +191,26 @@ def _scheduler_collectors(tmp: Path) -> Iterator[tuple[str, Any]]:
         base.run_command = real  # type: ignore[assignment]
 
 
-def from_engine(parsed: list[Any]) -> Iterator[tuple[str, Any]]:
-    """The engine's catalogue enrichment on every parsed kernel log with Xid/SXid events."""
+# A site overlay naming its own action for every Xid: what enrichment copies from it.
+SITE_OVERLAY = """\
+overlay: fact-producers
+xid:
+  13: {action: "restart the job; ticket to the application team"}
+  79: {severity: critical, action: "drain the node and open an RMA case"}
+"""
+
+
+def from_engine(parsed: list[Any], tmp: Path) -> Iterator[tuple[str, Any]]:
+    """The engine's catalogue enrichment (with a site overlay) on every parsed kernel log
+    with Xid/SXid events."""
     from gpu_triage.engine.compiler import load_rulebook
     from gpu_triage.engine.enrich import enrich
     from gpu_triage.engine.inputs import EvalInput
     from gpu_triage.model.snapshot import Snapshot
 
-    book = load_rulebook()
+    overlay = tmp / "site-overlay.yaml"
+    overlay.write_text(SITE_OVERLAY)
+    book = load_rulebook([overlay])
     for facts in parsed:
         if facts.xids or facts.sxids:
             inp = EvalInput.from_snapshot(Snapshot(facts=facts))
@@ -259,7 +271,7 @@ def measure(data: Path = ROOT / "tests" / "data") -> dict[str, list[str]]:
         for source, facts in from_collectors(logs, Path(tmp)):
             add(source, facts)
             live.append(facts)
-        for source, facts in from_engine(parsed_logs):
+        for source, facts in from_engine(parsed_logs, Path(tmp)):
             add(source, facts)
         snaps = [Snapshot(facts=f) for f in live]
         for source, added in from_history(snaps):

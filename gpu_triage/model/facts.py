@@ -152,6 +152,9 @@ class HostFacts(FactModel):
     net_throughput_gbps: float | None = fact("Gb/s", "network throughput measured by iperf3")
     storage_read_mib_s: float | None = fact("MiB/s", "sequential read throughput measured by fio")
     storage_read_iops: float | None = fact("IO/s", "read IOPS measured by fio")
+    storage_read_jobs: int | None = fact(
+        "jobs", "concurrent fio jobs (clients) the read figure was measured with"
+    )
 
     @computed_field(  # type: ignore[prop-decorator]
         description="MemAvailable as a share of physical memory",
@@ -173,6 +176,9 @@ class DiskFacts(FactModel):
     read_iops: float | None = fact("IO/s", "completed reads per second")
     write_iops: float | None = fact("IO/s", "completed writes per second")
     read_await_ms: float | None = fact("ms", "average time a read spent queued and serviced")
+    read_request_kib: float | None = fact(
+        "KiB", "average size of a completed read request (iostat rareq-sz); small: small files"
+    )
     write_await_ms: float | None = fact("ms", "average time a write spent queued and serviced")
     util_pct: float | None = fact("%", "time the device had I/O in flight (%util)")
     rotational: bool | None = fact("", "spinning disk (true) or solid state (false)")
@@ -233,14 +239,26 @@ class GpuFacts(FactModel):
     memory_total_mib: float | None = fact("MiB", "device memory installed")
     power_draw_w: float | None = fact("W", "power draw")
     power_limit_w: float | None = fact("W", "enforced power limit")
+    power_limit_default_w: float | None = fact(
+        "W", "default power limit of the board: the enforced limit before anyone lowers it"
+    )
     temperature_gpu_c: float | None = fact("°C", "GPU core temperature")
     temperature_memory_c: float | None = fact("°C", "HBM temperature")
+    temperature_memory_max_c: float | None = fact(
+        "°C", "highest HBM temperature the memory is specified for (Memory Max Operating Temp)"
+    )
     temperature_slowdown_c: float | None = fact("°C", "temperature at which the GPU slows down")
     temperature_shutdown_c: float | None = fact("°C", "temperature at which the GPU shuts down")
     performance_state: int | None = fact("P-state", "performance state, 0 = maximum")
     fan_speed_pct: float | None = fact("%", "fan speed (absent on passively cooled boards)")
     clocks_sm_mhz: float | None = fact("MHz", "current SM clock")
     clocks_sm_max_mhz: float | None = fact("MHz", "maximum SM clock")
+    clocks_applications_graphics_mhz: float | None = fact(
+        "MHz", "applications clock set for graphics (nvidia-smi -ac): the clock work runs at"
+    )
+    clocks_default_applications_graphics_mhz: float | None = fact(
+        "MHz", "default applications clock for graphics: the board's out-of-box setting"
+    )
     throttle_gpu_idle: bool | None = fact("", "clocks lowered because the GPU is idle (normal)")
     throttle_applications_clocks_setting: bool | None = fact(
         "", "clocks held by an applications-clocks setting"
