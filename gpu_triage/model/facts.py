@@ -184,6 +184,39 @@ class DiskFacts(FactModel):
     rotational: bool | None = fact("", "spinning disk (true) or solid state (false)")
 
 
+class MountFacts(FactModel):
+    """One network-filesystem (NFS) mount, from /proc/self/mountstats: what each READ and
+    each metadata operation cost, over the window (live) or since the mount (a paste)."""
+
+    device: str = fact("", "what is mounted, e.g. storage01:/export/datasets", default="")
+    mountpoint: str | None = fact("", "where it is mounted, e.g. /mnt/datasets")
+    fstype: str | None = fact("", "nfs or nfs4")
+    server: str | None = fact("", "the server part of the device (before the ':')")
+    interval_s: float | None = fact(
+        "s", "seconds the figures cover; unset: since the mount (see age_s)"
+    )
+    age_s: float | None = fact("s", "seconds since the filesystem was mounted")
+    read_ops: int | None = fact("ops", "READ operations in the window (or since the mount)")
+    read_ops_s: float | None = fact("ops/s", "READ operations per second")
+    read_rtt_ms: float | None = fact(
+        "ms", "average round trip of a READ: the network and the server"
+    )
+    read_exe_ms: float | None = fact(
+        "ms", "average execute time of a READ (queue + round trip): what the reader waits"
+    )
+    read_kib_per_op: float | None = fact("KiB", "average data returned per READ")
+    read_retransmissions: int | None = fact(
+        "transmissions", "READ requests sent again (timeouts, lost replies): network trouble"
+    )
+    read_major_timeouts: int | None = fact(
+        "timeouts", "READ requests that hit a major timeout (server not responding)"
+    )
+    metadata_ops: int | None = fact(
+        "ops", "GETATTR, LOOKUP, ACCESS, OPEN, CLOSE and READDIR operations"
+    )
+    metadata_exe_ms: float | None = fact("ms", "average execute time of those metadata operations")
+
+
 # --------------------------------------------------------------------------- GPU
 
 THROTTLE_REASONS: dict[str, int] = {
@@ -904,6 +937,7 @@ class Facts(BaseModel):
     pcie_links: list[PcieLinkFacts] = Field(default_factory=list)
     topology: list[TopoFacts] = Field(default_factory=list)
     disks: list[DiskFacts] = Field(default_factory=list)
+    mounts: list[MountFacts] = Field(default_factory=list)
     nics: list[NicFacts] = Field(default_factory=list)
     ib_ports: list[IbPortFacts] = Field(default_factory=list)
     xids: list[XidEvent] = Field(default_factory=list)
