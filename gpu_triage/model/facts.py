@@ -349,6 +349,11 @@ class GpuFacts(FactModel):
     ecc_corrected_delta: int | None = fact(
         "errors", "lifetime corrected ECC errors added since the previous run"
     )
+    throttled_runs: int | None = fact(
+        "runs",
+        "consecutive unattended runs, this one included, in which the GPU reported thermal, "
+        "HW-slowdown or power-brake throttling (0: not throttled now)",
+    )
     counters_interval_s: float | None = fact(
         "s", "seconds between the previous run's counters and these (for the deltas)"
     )

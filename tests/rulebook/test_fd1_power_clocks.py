@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib.util
 import sys
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from types import ModuleType
 
@@ -19,7 +20,9 @@ from gpu_triage.engine.compiler import Rulebook
 from gpu_triage.engine.evaluate import evaluate
 from gpu_triage.engine.findings import Status
 from gpu_triage.engine.inputs import EvalInput
-from gpu_triage.model.facts import Facts
+from gpu_triage.model.facts import Facts, GpuFacts
+from gpu_triage.model.snapshot import Snapshot
+from gpu_triage.ops.counters import CounterLedger
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 HAND_Q = DATA / "hand-written/nvidia-smi-q"
@@ -236,3 +239,54 @@ def test_memory_bound_replaces_compute_bound(builtin_book: Rulebook) -> None:
     compute = Facts.model_validate({"gpus": [{**base, "utilization_memory_pct": 60}]})
     assert fired(builtin_book, memory) == {"gpu-memory-bound"}
     assert fired(builtin_book, compute) == {"gpu-compute-bound"}
+
+
+# --------------------------------------------------------------------------- across runs
+
+
+def _run(t: datetime, *, thermal: bool | None, uuid: str = "GPU-b42dd28e") -> Snapshot:
+    gpu = GpuFacts(
+        index=0,
+        uuid=uuid,
+        pci_bus_id="0000:18:00.0",
+        temperature_gpu_c=88.0 if thermal else 60.0,
+        throttle_hw_slowdown=thermal,
+        throttle_hw_thermal_slowdown=thermal,
+        throttle_sw_thermal_slowdown=False if thermal is not None else None,
+        throttle_hw_power_brake_slowdown=False if thermal is not None else None,
+    )
+    return Snapshot(facts=Facts(gpus=[gpu]), taken_at=t)
+
+
+def test_throttling_streak_across_unattended_runs(builtin_book: Rulebook) -> None:
+    t0 = datetime(2026, 12, 1, 8, tzinfo=UTC)
+    ledger = CounterLedger()
+    streaks, sustained = [], []
+    for n, thermal in enumerate([True, True, True, True, False, True]):
+        snap = _run(t0 + timedelta(minutes=5 * n), thermal=thermal)
+        ledger.prepare(snap, snap.taken_at)
+        streaks.append(snap.facts.gpus[0].throttled_runs)
+        sustained.append("gpu-throttling-sustained" in fired_all(builtin_book, snap.facts))
+        ledger.record(snap, snap.taken_at)
+    assert streaks == [1, 2, 3, 4, 0, 1]
+    assert sustained == [False, False, True, True, False, False]
+    # the streak survives the ledger's round trip through the state file
+    again = CounterLedger.from_json(ledger.to_json())
+    snap = _run(t0 + timedelta(hours=1), thermal=True)
+    again.prepare(snap, snap.taken_at)
+    assert snap.facts.gpus[0].throttled_runs == 2
+
+
+def test_unreadable_throttle_reasons_are_no_streak() -> None:
+    t0 = datetime(2026, 12, 1, 8, tzinfo=UTC)
+    ledger = CounterLedger()
+    snap = _run(t0, thermal=None)
+    ledger.prepare(snap, t0)
+    g = snap.facts.gpus[0]
+    assert g.throttled_runs is None
+    assert g.unavailable["throttled_runs"].detail == "throttle reasons not read"
+
+
+def fired_all(book: Rulebook, facts: Facts) -> set[str]:
+    doc = evaluate(EvalInput(facts), book)
+    return {f.rule_id for f in doc.findings if f.status is Status.FIRED}
