@@ -2,10 +2,12 @@
 
 Sources, first that answers wins: the files in ``ctx.kernel_log_file`` (each read whole up
 to ``ctx.kernel_log_max_bytes``, its newest part beyond; several merge by time);
-``journalctl -k --since``; ``dmesg --time-format iso`` (plain ``dmesg`` with the boot time
-from /proc/uptime on old util-linux); ``/dev/kmsg`` read non-blocking; the tail of
-/var/log/kern.log (or messages, syslog), read backwards to the window's start. Only named
-files are kept whole; the live sources are cut to the window (``ctx.since_s``).
+``journalctl -k --since`` (its newest :data:`JOURNAL_MAX_LINES` entries, a cut recorded);
+``dmesg --time-format iso`` (plain ``dmesg`` with the boot time from /proc/uptime on old
+util-linux); ``/dev/kmsg`` read non-blocking; the tail of /var/log/kern.log (or messages,
+syslog), read backwards to the window's start. Commands' output is capped by the runner
+(gpu_triage.io.commands), and a cut output is recorded as truncated. Only named files are
+kept whole; the live sources are cut to the window (``ctx.since_s``).
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from gpu_triage.collectors.parsers.kernel_log import (
     KernelLogParser,
     parse_kernel_log,
 )
-from gpu_triage.collectors.parsers.kernel_timestamps import split_stamp
+from gpu_triage.collectors.parsers.kernel_timestamps import LineSplitter
 from gpu_triage.io.commands import CommandResult
 from gpu_triage.model.facts import Facts, KernelEvent
 
@@ -39,6 +41,10 @@ _KMSG_MAX_RECORDS = 500_000  # the ring buffer holds far fewer; a guard against 
 # Events that state how the node is since boot, not something that happened in the window:
 # a link that trained narrow at boot is still narrow now.
 _STANDING = frozenset({"pcie_limits"})
+# The newest entries of the window journalctl is asked for. A storm can log more than the
+# runner keeps of one command's output (its first 16 MiB: the oldest lines); with a line
+# limit the cut falls on the oldest lines instead, and is recorded (~13 MB of journal).
+JOURNAL_MAX_LINES = 100_000
 # Log files a node without journal access keeps the kernel log in, first that exists wins.
 _SYSLOG_FILES = ("kern.log", "messages", "syslog")
 
@@ -106,9 +112,12 @@ class KernelLogCollector:
 
         since = max(1, int(ctx.since_s))
         argv = ["journalctl", "-k", "--no-pager", "-o", "short-iso", f"--since=-{since}s"]
+        argv.append(f"--lines={JOURNAL_MAX_LINES}")
         res = ctx.run(self.name, argv)
         if self._usable(res, denied):
             if _log_lines(res.stdout):
+                if res.stdout.count("\n") >= JOURNAL_MAX_LINES:
+                    _mark_cut(ctx, self.name)  # the window held more: its oldest are not read
                 return parse_kernel_log(res.stdout, source=" ".join(argv), now=now)
             empty_journal = (res.stdout, " ".join(argv))  # may hold no kernel messages
 
@@ -251,6 +260,14 @@ class KernelLogCollector:
         )
 
 
+def _mark_cut(ctx: CollectContext, collector: str) -> None:
+    """Record that the raw output the collector just read is not all there was."""
+    for raw in reversed(ctx.raw):
+        if raw.collector == collector:
+            raw.truncated = True
+            return
+
+
 def _named_files(ctx: CollectContext) -> list[Path]:
     named = ctx.kernel_log_file
     if named is None:
@@ -267,7 +284,10 @@ def _as_facts(log: KernelLog) -> Facts:
 def _stamp_reader(now: datetime) -> Callable[[str], datetime | None]:
     """Dates one line (the absolute stamp forms; None for seconds-since-boot)."""
 
+    splitter = LineSplitter(None, now)
+
     def stamp_of(line: str) -> datetime | None:
-        return split_stamp(0, line, None, now).time
+        ln = splitter.line(0, line)
+        return None if ln is None else ln.time
 
     return stamp_of

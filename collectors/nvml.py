@@ -279,6 +279,22 @@ class _Query:
         return out
 
 
+def _versioned_struct(
+    q: _Query, fields: list[str], struct: str, version: str, function: str, what: str
+) -> Any:
+    """Fill one of NVML's versioned structs (``struct.version`` set first) for the GPU,
+    or mark ``fields`` and return None: an nvidia-ml-py too old to know the struct is
+    "not supported", a failed call is marked by the query as any other."""
+    struct_t = getattr(q.nv, struct, None)
+    if struct_t is None:
+        q.mark(q.gpu, fields, UnavailableReason.NOT_SUPPORTED, f"{what}: not in this nvidia-ml-py")
+        return None
+    value = struct_t()
+    value.version = getattr(q.nv, version, 0)
+    got = q.call(q.gpu, fields, [function], q.handle, ctypes.byref(value))
+    return None if got is _MISSING else value
+
+
 def _error_text(nv: Any, code: int) -> str:
     try:
         return str(nv.NVMLError(code))
@@ -680,18 +696,17 @@ class NvmlCollector:
 
     def _sram(self, q: _Query) -> None:
         """SRAM ECC counters and NVIDIA's SRAM threshold flag (R550+, Ampere and later)."""
-        g, nv = q.gpu, q.nv
+        g = q.gpu
         fields = ["sram_corrected", "sram_uncorrected", "sram_threshold_exceeded"]
-        struct_t = getattr(nv, "c_nvmlEccSramErrorStatus_v1_t", None)
-        if struct_t is None:
-            q.mark(
-                g, fields, UnavailableReason.NOT_SUPPORTED, "SRAM status: not in this nvidia-ml-py"
-            )
-            return
-        status = struct_t()
-        status.version = getattr(nv, "nvmlEccSramErrorStatus_v1", 0)
-        got = q.call(g, fields, ["nvmlDeviceGetSramEccErrorStatus"], q.handle, ctypes.byref(status))
-        if got is _MISSING:
+        status = _versioned_struct(
+            q,
+            fields,
+            "c_nvmlEccSramErrorStatus_v1_t",
+            "nvmlEccSramErrorStatus_v1",
+            "nvmlDeviceGetSramEccErrorStatus",
+            "SRAM status",
+        )
+        if status is None:
             return
         g.sram_corrected = int(status.aggregateCor)
         g.sram_uncorrected = int(status.aggregateUncParity) + int(status.aggregateUncSecDed)
@@ -701,16 +716,15 @@ class NvmlCollector:
         """NVLink fabric registration (NVSwitch / multi-node NVLink systems) and its health."""
         g, nv = q.gpu, q.nv
         fields = ["fabric_state", "fabric_status", "fabric_health"]
-        struct_t = getattr(nv, "c_nvmlGpuFabricInfo_v3_t", None)
-        if struct_t is None:
-            q.mark(
-                g, fields, UnavailableReason.NOT_SUPPORTED, "fabric info: not in this nvidia-ml-py"
-            )
-            return
-        info = struct_t()
-        info.version = getattr(nv, "nvmlGpuFabricInfo_v3", 0)
-        got = q.call(g, fields, ["nvmlDeviceGetGpuFabricInfoV"], q.handle, ctypes.byref(info))
-        if got is _MISSING:
+        info = _versioned_struct(
+            q,
+            fields,
+            "c_nvmlGpuFabricInfo_v3_t",
+            "nvmlGpuFabricInfo_v3",
+            "nvmlDeviceGetGpuFabricInfoV",
+            "fabric info",
+        )
+        if info is None:
             return
         state = _FABRIC_STATES.get(int(info.state))
         if state is None or state == "not_supported":

@@ -359,6 +359,7 @@ def build_document(
             rules=len(book.rules),
             sources=book.sources,
             disabled=book.disabled,
+            overlays=book.overlays,
         ),
         summary=summary,
         findings=fired,

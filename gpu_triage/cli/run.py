@@ -247,12 +247,15 @@ def cmd_run(args: argparse.Namespace) -> int:
 def read_error_texts(paths: list[Path]) -> Any:
     """The error texts a responder gives (``--error-text``), as facts; a file with no known
     error in it is a usage error naming it, not a silent nothing."""
-    from gpu_triage.collectors.parsers import ParseError
-    from gpu_triage.collectors.parsers.registry import get_parser
     from gpu_triage.model.facts import Facts
 
-    parse = get_parser("error-text")
     out = Facts()
+    if not paths:
+        return out
+    from gpu_triage.collectors.parsers import ParseError
+    from gpu_triage.collectors.parsers.registry import get_parser
+
+    parse = get_parser("error-text")
     for path in paths:
         try:
             part = parse(path.read_bytes().decode("utf-8", errors="replace"), str(path))
@@ -268,7 +271,6 @@ def read_error_texts(paths: list[Path]) -> Any:
 
 def add_symptom(facts: Any, symptom: str | None, errors: Any) -> None:
     """The responder's symptom into job.symptom, the error texts into the facts."""
-    from gpu_triage.collectors.merge import merge_fields
     from gpu_triage.model.facts import JobMetrics
 
     if symptom:
@@ -281,11 +283,15 @@ def add_symptom(facts: Any, symptom: str | None, errors: Any) -> None:
         if facts.driver is None:
             facts.driver = errors.driver
         else:
+            from gpu_triage.collectors.merge import merge_fields
+
             merge_fields(facts.driver, errors.driver)
 
 
 def _supplied_facts(args: argparse.Namespace) -> dict[str, Any]:
     """What a person supplies beside the collection: site inventory, job metrics, answers."""
+    if args.site is None and args.job is None and args.answers is None:
+        return {}  # nothing to read: the YAML reader is not even imported
     from gpu_triage.model.supplied import read_supplied
 
     return read_supplied(args.site, args.job, args.answers)

@@ -32,7 +32,7 @@ class UnavailableReason(StrEnum):
 class Unavailable(BaseModel):
     """Why a value is missing."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
     reason: UnavailableReason
     detail: str = ""
 
@@ -63,7 +63,9 @@ _COMPUTED: dict[type, frozenset[str]] = {}
 class FactModel(BaseModel):
     """Base of every fact kind: forbids unknown keys, records unavailable values."""
 
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+    # defer_build: a model's validator is built when it is first used, not at import (a
+    # cold start builds only those of what it reads and writes, and each of them once)
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, defer_build=True)
     unavailable: dict[str, Unavailable] = Field(
         default_factory=dict,
         description="field name -> why its value could not be collected",
@@ -933,7 +935,7 @@ class JobMetrics(FactModel):
 class Facts(BaseModel):
     """Everything known about one node at one time."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     host: HostFacts | None = None
     gpus: list[GpuFacts] = Field(default_factory=list)

@@ -38,7 +38,8 @@ def findings_markdown(doc: FindingsDocument) -> str:
             if doc.engine.fallback_reason
             else ""
         ),
-        f"- Rulebook: {doc.rulebook.rules} rules, fingerprint {md_text(doc.rulebook.fingerprint)}",
+        f"- Rulebook: {doc.rulebook.rules} rules, fingerprint {md_text(doc.rulebook.fingerprint)}"
+        + _overlays(doc),
         f"- Findings: {s.critical} critical, {s.warning} warning, {s.info} info; "
         f"{s.cannot_evaluate} cannot evaluate; {s.needs_confirmation} need confirmation",
         "",
@@ -64,6 +65,19 @@ def findings_markdown(doc: FindingsDocument) -> str:
     if doc.cannot_evaluate:
         lines += _cannot_evaluate(doc.cannot_evaluate)
     return "\n".join(lines).rstrip() + "\n"
+
+
+def _overlays(doc: FindingsDocument) -> str:
+    """The site's changes to the packaged rulebook, on the rulebook line."""
+    rb = doc.rulebook
+    out = ""
+    if rb.overlays:
+        out += "; overlays " + ", ".join(md_code(n) for n in rb.overlays)
+    if rb.disabled:
+        out += "; disabled: " + ", ".join(
+            f"{md_code(rid)} ({md_text(why)})" for rid, why in sorted(rb.disabled.items())
+        )
+    return out
 
 
 def _cannot_evaluate(findings: list[Finding]) -> list[str]:
