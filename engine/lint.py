@@ -10,6 +10,7 @@ from gpu_triage.engine.compiler import compile_rulebook
 from gpu_triage.engine.coverage import load_knowledge_map
 from gpu_triage.engine.loader import BUILTIN, Diagnostic, load_paths
 from gpu_triage.engine.placeholders import bare_placeholders, unknown_placeholders
+from gpu_triage.engine.templates import problems as text_problems
 from gpu_triage.io.yamlio import Located
 
 _REFERENCE = re.compile(r"^((guide|fleet|xid)/[A-Za-z0-9_-]+|https?://\S+)$")
@@ -39,6 +40,7 @@ def lint(
     parsers = set(known_parsers)
     known_ids = knowledge_map_ids()
     compiled = {r.id for r in book.rules}
+    exprs = {r.id: r.expr for r in book.rules}
     for lr in raw.rules:
         rule, loc = lr.rule, lr.loc
         if only_paths and lr.rulebook == BUILTIN:
@@ -59,6 +61,11 @@ def lint(
                 out.append(
                     Diagnostic(loc.file, line, col, f"rule '{rule.id}' has no {missing} test case")
                 )
+        if rule.id in exprs:
+            texts = {"symptom": rule.symptom, "cause": rule.cause, "fix": rule.fix}
+            for key, message in text_problems(rule.title, texts, exprs[rule.id]):
+                line, col = loc.where((key,))
+                out.append(Diagnostic(loc.file, line, col, f"rule '{rule.id}': {message}", "error"))
         for i, ref in enumerate(rule.references):
             if (
                 _REFERENCE.match(ref)

@@ -866,6 +866,12 @@ class SiteInventory(FactModel):
     expected_ib_rate_gbps: float | None = fact(
         "Gb/s", "rate every InfiniBand port should run at (e.g. 400 for NDR)"
     )
+    expected_net_gbps: float | None = fact(
+        "Gb/s", "throughput a host-to-host test (iperf3) should reach on the data network"
+    )
+    expected_mig_mode: bool | None = fact(
+        "", "the golden image's MIG mode for this node's GPUs (true: partitioned)"
+    )
     pinned_driver_version: str | None = fact("", "the driver version the golden image pins")
     pinned_vbios_version: str | None = fact("", "the VBIOS version the site pins")
     rdma_configured: bool | None = fact("", "RDMA (InfiniBand/RoCE) is used on this node")

@@ -111,7 +111,8 @@ def test_ranking_is_severity_then_stage_then_rule_order(builtin_book, engine: st
     assert keys == sorted(keys)
     assert doc.findings[0].rule_id == "xid-79-fallen-off-bus"
     order = [f.rule_id for f in doc.findings if f.severity.value == "warning"]
-    assert order == ["gpu-thermal-throttling", "gpu-shared-by-processes", "pcie-link-downgraded"]
+    # the guide checks PCIe width in FD3, before the scheduler's FD4
+    assert order == ["gpu-thermal-throttling", "pcie-link-downgraded", "gpu-shared-by-processes"]
     # a value NVML could not read is evidence of its own, with its reason
     unknown = next(f for f in doc.cannot_evaluate if f.rule_id == "gpu-compute-bound")
     assert unknown.missing[0].reason == "not_supported"
