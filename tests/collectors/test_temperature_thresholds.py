@@ -103,7 +103,7 @@ def test_xml_thresholds() -> None:
     )
     g = get_parser("nvidia-smi-q-xml")(xml, "q.xml").gpus[0]
     assert (g.temperature_target_c, g.temperature_max_operating_c) == (62.0, 93.0)
-    assert g.temperature_memory_max_operating_c is None
+    assert g.temperature_memory_max_c is None
     assert g.thermal_limit_below_slowdown_c == 33.0
 
 
@@ -123,12 +123,9 @@ def test_nvml_reads_every_threshold() -> None:
         88.0,
     )
     assert g.temperature_max_operating_c == 85.0
-    assert (
-        g.unavailable["temperature_memory_max_operating_c"].reason
-        is UnavailableReason.NOT_SUPPORTED
-    )
+    assert g.unavailable["temperature_memory_max_c"].reason is UnavailableReason.NOT_SUPPORTED
     h100 = collect(fk.FakeNvml([fk.h100_sxm()])).gpus[0]
-    assert (h100.temperature_max_operating_c, h100.temperature_memory_max_operating_c) == (
+    assert (h100.temperature_max_operating_c, h100.temperature_memory_max_c) == (
         87.0,
         95.0,
     )

@@ -209,6 +209,10 @@ class _QGpu:
             s.set("clocks_sm_mhz", raw, "float")
         elif top == "max clocks" and not sub and key == "sm":
             s.set("clocks_sm_max_mhz", raw, "float")
+        elif top == "applications clocks" and not sub and key == "graphics":
+            s.set("clocks_applications_graphics_mhz", raw, "float")
+        elif top == "default applications clocks" and not sub and key == "graphics":
+            s.set("clocks_default_applications_graphics_mhz", raw, "float")
         elif top == "processes":
             return self._process(key, raw)
         elif top == "fabric" and not sub and key in ("state", "status"):
@@ -328,7 +332,7 @@ class _QGpu:
             "gpu slowdown temp": "temperature_slowdown_c",
             "gpu shutdown temp": "temperature_shutdown_c",
             "gpu max operating temp": "temperature_max_operating_c",
-            "memory max operating temp": "temperature_memory_max_operating_c",
+            "memory max operating temp": "temperature_memory_max_c",
             "gpu target temperature": "temperature_target_c",
         }
         if key in _TLIMIT_ROWS or key == "gpu t.limit temp":
@@ -363,6 +367,8 @@ class _QGpu:
             self.s.set("power_draw_w", raw, "float", prio=draws[key])
         elif key in limits:
             self.s.set("power_limit_w", raw, "float", prio=limits[key])
+        elif key == "default power limit":
+            self.s.set("power_limit_default_w", raw, "float")
         elif key == "power state" and self.gpu.performance_state is None:
             self.s.set("performance_state", raw, "pstate")
         else:
