@@ -490,9 +490,8 @@ def _hot_spots(
     statement = (
         f"a place is hot when its GPUs' mean temperature over the window is {delta:g} °C or "
         f"more above the rest of the fleet and the 95% interval of the difference excludes "
-        f"zero; places with fewer than {MIN_GPUS_PER_PLACE} GPUs are not compared"
-        + (f" ({small} such)" if small else "")
-        + f"; {CORRELATED}"
+        f"zero; a place with fewer than {MIN_GPUS_PER_PLACE} GPUs, or with fewer than that outside "
+        "it, is not compared" + (f" ({small} such)" if small else "") + f"; {CORRELATED}"
     )
     return out, statement
 

@@ -71,7 +71,11 @@ def test_statements_need_their_minimum_sample(tmp_path: Path) -> None:
     assert rep.top1pct_share_pct is None and "too few GPUs (2" in rep.top1pct_statement
     u = rep.utilisation
     assert u is not None and u.gpus_ranked == 0 and u.gpus_too_few_samples == 2
-    assert rep.hot_spots == [] and "fewer than 8 GPUs are not compared" in rep.hot_statement
+    assert (
+        rep.hot_spots == []
+        and "fewer than 8 GPUs, or with fewer than that outside it, is not compared"
+        in rep.hot_statement
+    )
     text = fleet_markdown(rep)
     assert "1 node, 2 GPUs, 3 runs read from 1 file." in text
     assert "2 GPUs with fewer than 24 samples not ranked" in text
