@@ -491,7 +491,7 @@ class KernelLogParser:
         self.pcie_limit_by_device: dict[str, Draft] = {}
         self.scratch: dict[str, Any] = {}  # state of kinds added outside this class
         # memos by message text, bounded (MEMO_SIZE): a storm repeats few texts
-        self.xid_memo: dict[tuple[str, str], dict[str, Any]] = {}  # -> the Xid's fields
+        self.xid_memo: dict[tuple[Any, ...], dict[str, Any]] = {}  # -> the Xid's fields
         self.driver_memo: dict[str, tuple[str | None, str]] = {}  # -> the device named
 
     # ---------------------------------------------------------------- input
@@ -649,7 +649,11 @@ class KernelLogParser:
     # ---------------------------------------------------------------- Xid
 
     def on_xid(self, ln: Line) -> bool:
-        key = (ln.text, ln.quote)
+        text = ln.text
+        key: tuple[str, str] | tuple[str, str, bool, bool] = (text, ln.quote)
+        if not ln.quote and text.endswith(('"', "'")):
+            # whether a closing quote is one depends on the whole line (unquoted)
+            key = (text, "", '"' in ln.raw[:-1], "'" in ln.raw[:-1])
         values = self.xid_memo.get(key)
         if values is None:
             values = _xid_values(ln)

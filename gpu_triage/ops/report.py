@@ -91,7 +91,10 @@ def _cannot_evaluate(findings: list[Finding]) -> list[str]:
     for g in groups:
         rules = ", ".join(md_code(r) for r in g.rules)
         where = f" on {g.subjects} subjects" if g.subjects > len(g.rules) else ""
-        out.append(f"- **{md_text(g.cause)}**: {counted(len(g.rules), 'rule')}{where}: {rules}")
+        facts = f" ({md_text(', '.join(g.facts))})" if g.facts else ""
+        out.append(
+            f"- **{md_text(g.cause)}**{facts}: {counted(len(g.rules), 'rule')}{where}: {rules}"
+        )
     out.append("")
     return out
 

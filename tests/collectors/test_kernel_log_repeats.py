@@ -129,3 +129,20 @@ def test_splitter_cleans_cr_nul_and_caps_length() -> None:
     assert ln is not None and ln.text == "NVRM: GPU at PCI:0000:01:00: GPU-1"
     ln = sp.line(9, "x" * (kernel_timestamps.MAX_LINE_CHARS + 50))
     assert ln is not None and len(ln.raw) == kernel_timestamps.MAX_LINE_CHARS
+
+
+def test_xid_memo_tells_a_closing_quote_by_the_whole_line() -> None:
+    """The same message after two prefixes (a host name is any node string): whether its
+    trailing quote closes a pasted quoted string depends on the whole line, so the memo
+    of the message's fields must tell the two apart."""
+    msg = "NVRM: Xid (PCI:0000:01:00): 13, pid=1, name=a, Graphics Exception'"
+    plain = f"Nov 30 10:00:00 node kernel: {msg}"
+    quoted_host = f"Nov 30 10:00:01 no'de kernel: {msg}"
+    a, b, c = parse_kernel_log(f"{plain}\n{quoted_host}\n{plain}\n", year=2026).xids
+    alone = [parse_kernel_log(line + "\n", year=2026).xids[0] for line in (plain, quoted_host)]
+    assert (a.message, b.message, c.message) == (
+        alone[0].message,
+        alone[1].message,
+        alone[0].message,
+    )
+    assert alone[0].message != alone[1].message  # the case the memo must tell apart
