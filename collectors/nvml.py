@@ -532,6 +532,13 @@ class NvmlCollector:
             g.memory_total_mib = round(mem.total / 2**20, 2)
         _set(q, "power_draw_w", ["nvmlDeviceGetPowerUsage"], (h,), lambda v: v / 1000.0)
         _set(q, "power_limit_w", ["nvmlDeviceGetEnforcedPowerLimit"], (h,), lambda v: v / 1000.0)
+        _set(
+            q,
+            "power_limit_default_w",
+            ["nvmlDeviceGetPowerManagementDefaultLimit"],
+            (h,),
+            lambda v: v / 1000.0,
+        )
         sensor = getattr(nv, "NVML_TEMPERATURE_GPU", 0)
         # TemperatureV is the new API; old drivers/bindings only have the deprecated call.
         temp = q.call(
@@ -559,6 +566,13 @@ class NvmlCollector:
         )
         _set(
             q,
+            "temperature_memory_max_c",
+            ["nvmlDeviceGetTemperatureThreshold"],
+            (h, getattr(nv, "NVML_TEMPERATURE_THRESHOLD_MEM_MAX", 2)),
+            float,
+        )
+        _set(
+            q,
             "performance_state",
             ["nvmlDeviceGetPerformanceState", "nvmlDeviceGetPowerState"],
             (h,),
@@ -575,6 +589,21 @@ class NvmlCollector:
         clock_sm = getattr(nv, "NVML_CLOCK_SM", 1)
         _set(q, "clocks_sm_mhz", ["nvmlDeviceGetClockInfo"], (h, clock_sm), float)
         _set(q, "clocks_sm_max_mhz", ["nvmlDeviceGetMaxClockInfo"], (h, clock_sm), float)
+        graphics = getattr(nv, "NVML_CLOCK_GRAPHICS", 0)
+        _set(
+            q,
+            "clocks_applications_graphics_mhz",
+            ["nvmlDeviceGetApplicationsClock"],
+            (h, graphics),
+            float,
+        )
+        _set(
+            q,
+            "clocks_default_applications_graphics_mhz",
+            ["nvmlDeviceGetDefaultApplicationsClock"],
+            (h, graphics),
+            float,
+        )
         _set(q, "fan_speed_pct", ["nvmlDeviceGetFanSpeed"], (h,), float)
         mem_temp_fid = getattr(nv, "NVML_FI_DEV_MEMORY_TEMP", _FI_MEMORY_TEMP)
         wanted: list[tuple[FactModel, str, int | tuple[int, int]]] = [

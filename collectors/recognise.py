@@ -260,6 +260,12 @@ DETECTORS: tuple[Detector, ...] = (
         command=r"\bfio\b",
     ),
     Detector(
+        "mountstats",
+        anchor=r"^device \S+ mounted on \S+ with fstype \S+",
+        member=r"^\s+\S",
+        command=r"mountstats\b",
+    ),
+    Detector(
         "kernel-log",
         anchor=(
             r"\bNVRM:|\bXid\b|\bSXid\b|^\s*\[\s*\+?\d{1,10}\.\d{1,9}\]"

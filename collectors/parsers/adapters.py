@@ -185,6 +185,13 @@ def fio(text: str, source: str = "fio") -> Facts:
     return Facts(host=fill_host_from_fio(result)) if result else Facts()
 
 
+def mountstats(text: str, source: str = "mountstats") -> Facts:
+    """NFS mounts of /proc/self/mountstats (averages since each mount)."""
+    from gpu_triage.collectors.parsers.mountstats import mount_facts, parse_mountstats
+
+    return Facts(mounts=[mount_facts(m, source=source) for m in parse_mountstats(text, source)])
+
+
 def kubectl_describe_pod(text: str, source: str = "kubectl describe pod") -> Facts:
     from gpu_triage.collectors.parsers.kubectl import parse_describe_pod
 

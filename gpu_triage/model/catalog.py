@@ -96,7 +96,7 @@ class _Kind:
 
 
 # What identifies an item in a subject key, in order of preference (those the model has).
-_KEY_FIELDS = ("pci_bus_id", "uuid", "name", "ca_name", "gpu_pci_bus_id")
+_KEY_FIELDS = ("pci_bus_id", "uuid", "name", "ca_name", "gpu_pci_bus_id", "mountpoint")
 _KERNEL = ("kernel_log", "text:kernel_log")
 
 _KINDS: list[_Kind] = [
@@ -152,6 +152,14 @@ _KINDS: list[_Kind] = [
         ("host", "text:disk"),
         identity=("name",),
         match_fields=("name",),
+    ),
+    _Kind(
+        "mount",
+        "mounts",
+        f.MountFacts,
+        ("host", "text:mount"),
+        identity=("mountpoint", "device"),
+        match_fields=("mountpoint",),
     ),
     _Kind(
         "nic",

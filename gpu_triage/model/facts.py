@@ -157,6 +157,9 @@ class HostFacts(FactModel):
     net_throughput_gbps: float | None = fact("Gb/s", "network throughput measured by iperf3")
     storage_read_mib_s: float | None = fact("MiB/s", "sequential read throughput measured by fio")
     storage_read_iops: float | None = fact("IO/s", "read IOPS measured by fio")
+    storage_read_jobs: int | None = fact(
+        "jobs", "concurrent fio jobs (clients) the read figure was measured with"
+    )
 
     @computed_field(  # type: ignore[prop-decorator]
         description="MemAvailable as a share of physical memory",
@@ -178,9 +181,45 @@ class DiskFacts(FactModel):
     read_iops: float | None = fact("IO/s", "completed reads per second")
     write_iops: float | None = fact("IO/s", "completed writes per second")
     read_await_ms: float | None = fact("ms", "average time a read spent queued and serviced")
+    read_request_kib: float | None = fact(
+        "KiB", "average size of a completed read request (iostat rareq-sz); small: small files"
+    )
     write_await_ms: float | None = fact("ms", "average time a write spent queued and serviced")
     util_pct: float | None = fact("%", "time the device had I/O in flight (%util)")
     rotational: bool | None = fact("", "spinning disk (true) or solid state (false)")
+
+
+class MountFacts(FactModel):
+    """One network-filesystem (NFS) mount, from /proc/self/mountstats: what each READ and
+    each metadata operation cost, over the window (live) or since the mount (a paste)."""
+
+    device: str = fact("", "what is mounted, e.g. storage01:/export/datasets", default="")
+    mountpoint: str | None = fact("", "where it is mounted, e.g. /mnt/datasets")
+    fstype: str | None = fact("", "nfs or nfs4")
+    server: str | None = fact("", "the server part of the device (before the ':')")
+    interval_s: float | None = fact(
+        "s", "seconds the figures cover; unset: since the mount (see age_s)"
+    )
+    age_s: float | None = fact("s", "seconds since the filesystem was mounted")
+    read_ops: int | None = fact("ops", "READ operations in the window (or since the mount)")
+    read_ops_s: float | None = fact("ops/s", "READ operations per second")
+    read_rtt_ms: float | None = fact(
+        "ms", "average round trip of a READ: the network and the server"
+    )
+    read_exe_ms: float | None = fact(
+        "ms", "average execute time of a READ (queue + round trip): what the reader waits"
+    )
+    read_kib_per_op: float | None = fact("KiB", "average data returned per READ")
+    read_retransmissions: int | None = fact(
+        "transmissions", "READ requests sent again (timeouts, lost replies): network trouble"
+    )
+    read_major_timeouts: int | None = fact(
+        "timeouts", "READ requests that hit a major timeout (server not responding)"
+    )
+    metadata_ops: int | None = fact(
+        "ops", "GETATTR, LOOKUP, ACCESS, OPEN, CLOSE and READDIR operations"
+    )
+    metadata_exe_ms: float | None = fact("ms", "average execute time of those metadata operations")
 
 
 # --------------------------------------------------------------------------- GPU
@@ -238,14 +277,26 @@ class GpuFacts(FactModel):
     memory_total_mib: float | None = fact("MiB", "device memory installed")
     power_draw_w: float | None = fact("W", "power draw")
     power_limit_w: float | None = fact("W", "enforced power limit")
+    power_limit_default_w: float | None = fact(
+        "W", "default power limit of the board: the enforced limit before anyone lowers it"
+    )
     temperature_gpu_c: float | None = fact("°C", "GPU core temperature")
     temperature_memory_c: float | None = fact("°C", "HBM temperature")
+    temperature_memory_max_c: float | None = fact(
+        "°C", "highest HBM temperature the memory is specified for (Memory Max Operating Temp)"
+    )
     temperature_slowdown_c: float | None = fact("°C", "temperature at which the GPU slows down")
     temperature_shutdown_c: float | None = fact("°C", "temperature at which the GPU shuts down")
     performance_state: int | None = fact("P-state", "performance state, 0 = maximum")
     fan_speed_pct: float | None = fact("%", "fan speed (absent on passively cooled boards)")
     clocks_sm_mhz: float | None = fact("MHz", "current SM clock")
     clocks_sm_max_mhz: float | None = fact("MHz", "maximum SM clock")
+    clocks_applications_graphics_mhz: float | None = fact(
+        "MHz", "applications clock set for graphics (nvidia-smi -ac): the clock work runs at"
+    )
+    clocks_default_applications_graphics_mhz: float | None = fact(
+        "MHz", "default applications clock for graphics: the board's out-of-box setting"
+    )
     throttle_gpu_idle: bool | None = fact("", "clocks lowered because the GPU is idle (normal)")
     throttle_applications_clocks_setting: bool | None = fact(
         "", "clocks held by an applications-clocks setting"
@@ -302,6 +353,11 @@ class GpuFacts(FactModel):
     # Between this run and the previous one of the unattended history (ops/history.py).
     ecc_corrected_delta: int | None = fact(
         "errors", "lifetime corrected ECC errors added since the previous run"
+    )
+    throttled_runs: int | None = fact(
+        "runs",
+        "consecutive unattended runs, this one included, in which the GPU reported thermal, "
+        "HW-slowdown or power-brake throttling (0: not throttled now)",
     )
     counters_interval_s: float | None = fact(
         "s", "seconds between the previous run's counters and these (for the deltas)"
@@ -923,6 +979,7 @@ class Facts(BaseModel):
     pcie_links: list[PcieLinkFacts] = Field(default_factory=list)
     topology: list[TopoFacts] = Field(default_factory=list)
     disks: list[DiskFacts] = Field(default_factory=list)
+    mounts: list[MountFacts] = Field(default_factory=list)
     nics: list[NicFacts] = Field(default_factory=list)
     ib_ports: list[IbPortFacts] = Field(default_factory=list)
     xids: list[XidEvent] = Field(default_factory=list)

@@ -14,7 +14,7 @@ from gpu_triage.engine.findings import FindingsDocument
 from gpu_triage.model.facts import JobMetrics, NicFacts, SiteInventory
 from gpu_triage.model.snapshot import Snapshot
 
-SAMPLES = Path(__file__).parents[1] / "data" / "guide"
+SAMPLES = Path(__file__).parents[1] / "data" / "guide-samples"
 
 
 @functools.cache

@@ -200,6 +200,10 @@ class _QGpu:
             s.set("clocks_sm_mhz", raw, "float")
         elif top == "max clocks" and not sub and key == "sm":
             s.set("clocks_sm_max_mhz", raw, "float")
+        elif top == "applications clocks" and not sub and key == "graphics":
+            s.set("clocks_applications_graphics_mhz", raw, "float")
+        elif top == "default applications clocks" and not sub and key == "graphics":
+            s.set("clocks_default_applications_graphics_mhz", raw, "float")
         elif top == "processes":
             return self._process(key, raw)
         elif top == "fabric" and not sub and key in ("state", "status"):
@@ -319,6 +323,7 @@ class _QGpu:
             "memory current temp": "temperature_memory_c",
             "gpu slowdown temp": "temperature_slowdown_c",
             "gpu shutdown temp": "temperature_shutdown_c",
+            "memory max operating temp": "temperature_memory_max_c",
         }
         if key not in names:
             return "temp" in key or "t.limit" in key
@@ -332,6 +337,8 @@ class _QGpu:
             self.s.set("power_draw_w", raw, "float", prio=draws[key])
         elif key in limits:
             self.s.set("power_limit_w", raw, "float", prio=limits[key])
+        elif key == "default power limit":
+            self.s.set("power_limit_default_w", raw, "float")
         elif key == "power state" and self.gpu.performance_state is None:
             self.s.set("performance_state", raw, "pstate")
         else:

@@ -165,7 +165,13 @@ def _gpu(node: ET.Element, index: int, source: str) -> GpuFacts:
         limit = _float(t(f"{readings}/current_power_limit", f"{readings}/enforced_power_limit"))
         if draw is not None or limit is not None:
             g.power_draw_w, g.power_limit_w = draw, limit
+            g.power_limit_default_w = _float(t(f"{readings}/default_power_limit"))
             break
+    g.temperature_memory_max_c = _float(t("temperature/gpu_temp_max_mem_threshold"))
+    g.clocks_applications_graphics_mhz = _float(t("applications_clocks/graphics_clock"))
+    g.clocks_default_applications_graphics_mhz = _float(
+        t("default_applications_clocks/graphics_clock")
+    )
     g.clocks_sm_mhz = _float(t("clocks/sm_clock"))
     g.clocks_sm_max_mhz = _float(t("max_clocks/sm_clock"))
     for group, prefix in (
