@@ -18,10 +18,12 @@ import re
 from collections.abc import Callable
 from datetime import datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 from gpu_triage.collectors.base import MAX_RAW_CHARS, CollectContext, CollectorUnavailable
 from gpu_triage.collectors.log_files import LogFileError, open_log, read_capped, window_start
-from gpu_triage.collectors.merge import combine_facts
+from gpu_triage.collectors.merge import combine_facts, merge_fields
+from gpu_triage.collectors.parsers.error_text import KernelLineSieve, scan_kernel_log_errors
 from gpu_triage.collectors.parsers.kernel_log import (
     KernelLog,
     KernelLogParser,
@@ -73,11 +75,34 @@ class KernelLogCollector:
         "oom",
         "nvlink_error",
         "pcie_limit",
+        "error",
+        "driver",
     )
+
+    def __init__(self) -> None:
+        self._texts: list[tuple[str, str]] = []  # what was parsed, for the driver lines
+
+    def _parse(self, text: str, *, source: str, **kw: Any) -> KernelLog:
+        sieve = KernelLineSieve()  # the driver's lines only: the scan stays small
+        sieve.feed(text)
+        self._texts.append((sieve.text(), source))
+        return parse_kernel_log(text, source=source, **kw)
 
     def collect(self, ctx: CollectContext, facts: Facts) -> None:
         now = datetime.now().astimezone()
+        self._texts = []
         log = self.read(ctx, now)
+        for text, source in self._texts:
+            # NVRM driver-state lines (API mismatch, probe failures, module loads) as
+            # error facts, as they are when pasted
+            events, driver = scan_kernel_log_errors(text, source)
+            facts.errors.extend(events)
+            if driver is not None:
+                if facts.driver is None:
+                    facts.driver = driver
+                else:
+                    merge_fields(facts.driver, driver)
+        self._texts = []
         # A file the user named is read whole: it is the incident they want examined,
         # however old. The live log is cut to the window.
         since = float("inf") if _named_files(ctx) else ctx.since_s
@@ -118,17 +143,17 @@ class KernelLogCollector:
             if _log_lines(res.stdout):
                 if res.stdout.count("\n") >= JOURNAL_MAX_LINES:
                     _mark_cut(ctx, self.name)  # the window held more: its oldest are not read
-                return parse_kernel_log(res.stdout, source=" ".join(argv), now=now)
+                return self._parse(res.stdout, source=" ".join(argv), now=now)
             empty_journal = (res.stdout, " ".join(argv))  # may hold no kernel messages
 
         res = ctx.run(self.name, ["dmesg", "--time-format", "iso"])
         if self._usable(res, denied):
-            return parse_kernel_log(res.stdout, source="dmesg --time-format iso", now=now)
+            return self._parse(res.stdout, source="dmesg --time-format iso", now=now)
         if not res.missing and not _DENIED.search(res.stderr):
             # util-linux too old for --time-format: plain seconds since boot
             res = ctx.run(self.name, ["dmesg"])
             if self._usable(res, denied):
-                return parse_kernel_log(
+                return self._parse(
                     res.stdout, source="dmesg", boot_time=self._boot_time(ctx, now), now=now
                 )
 
@@ -139,7 +164,7 @@ class KernelLogCollector:
         if log is not None:
             return log
         if empty_journal is not None:
-            return parse_kernel_log(empty_journal[0], source=empty_journal[1], now=now)
+            return self._parse(empty_journal[0], source=empty_journal[1], now=now)
         if stuck := ctx.timed_out_commands():
             # a source that exists but did not answer is a failure, not "not present"
             raise KernelLogUnanswered(f"no kernel log: timed out: {'; '.join(stuck)}")
@@ -173,6 +198,7 @@ class KernelLogCollector:
             raise CollectorUnavailable(str(exc)) from exc
         cap = ctx.kernel_log_max_bytes
         parser = KernelLogParser(str(path), now=now)
+        sieve = KernelLineSieve()
         raw: list[str] = []
         kept = 0
         try:
@@ -186,6 +212,7 @@ class KernelLogCollector:
                     raw.append(text[: MAX_RAW_CHARS - kept])
                     kept += len(raw[-1])
                 parser.feed(text)
+                sieve.feed(text)
         except OSError as exc:
             raise CollectorUnavailable(f"cannot read kernel log file {path}: {exc}") from exc
         finally:
@@ -198,6 +225,7 @@ class KernelLogCollector:
                     ev.source = source
         cut = span.truncated or kept >= MAX_RAW_CHARS
         ctx.keep_raw(self.name, source, "".join(raw), truncated=cut)
+        self._texts.append((sieve.text(), source))
         return log
 
     def _from_syslog_file(
@@ -255,9 +283,7 @@ class KernelLogCollector:
             line for r in records for line in r.split("\n") if line and not line[0].isspace()
         )
         ctx.keep_raw(self.name, str(path), text)
-        return parse_kernel_log(
-            text, source=str(path), boot_time=self._boot_time(ctx, now), now=now
-        )
+        return self._parse(text, source=str(path), boot_time=self._boot_time(ctx, now), now=now)
 
 
 def _mark_cut(ctx: CollectContext, collector: str) -> None:

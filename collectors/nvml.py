@@ -419,6 +419,7 @@ class NvmlCollector:
                 )
             facts.gpus.append(res.gpu)
             facts.processes.extend(res.processes)
+            facts.errors.extend(res.errors)
             facts.nvlinks.extend(res.nvlinks)
 
     # ------------------------------------------------------------------ one GPU
@@ -564,6 +565,16 @@ class NvmlCollector:
             (h, getattr(nv, "NVML_TEMPERATURE_THRESHOLD_SHUTDOWN", 0)),
             float,
         )
+        for fname, const in _THRESHOLDS:
+            # Newer thresholds (GPU_MAX, MEM_MAX, the acoustic target) are missing from
+            # old bindings: the constant is looked up, never assumed.
+            code = getattr(nv, const, None)
+            if code is None:
+                g.mark_unavailable(
+                    fname, UnavailableReason.NOT_SUPPORTED, f"{const}: not in this nvidia-ml-py"
+                )
+                continue
+            _set(q, fname, ["nvmlDeviceGetTemperatureThreshold"], (h, code), float)
         _set(
             q,
             "temperature_memory_max_c",
@@ -753,9 +764,9 @@ class NvmlCollector:
         _set(q, "pcie_link_width_max", ["nvmlDeviceGetMaxPcieLinkWidth"], (h,), int)
         _set(q, "pcie_replay_count", ["nvmlDeviceGetPcieReplayCounter"], (h,), int)
         _set(q, "persistence_mode", ["nvmlDeviceGetPersistenceMode"], (h,), bool)
-        mig = q.call(g, ["mig_mode"], ["nvmlDeviceGetMigMode"], h)
+        mig = q.call(g, ["mig_mode", "mig_mode_pending"], ["nvmlDeviceGetMigMode"], h)
         if mig is not _MISSING:
-            g.mig_mode = bool(mig[0])
+            g.mig_mode, g.mig_mode_pending = bool(mig[0]), bool(mig[1])
         mode = q.call(g, ["compute_mode"], ["nvmlDeviceGetComputeMode"], h)
         if mode is not _MISSING:
             g.compute_mode = _COMPUTE_MODES.get(int(mode), f"unknown_{int(mode)}")
@@ -773,6 +784,22 @@ class NvmlCollector:
             q.handle,
         )
         if procs is _MISSING:
+            why = g.unavailable.get("process_count")
+            if why is not None and why.reason is UnavailableReason.ERROR:
+                res.errors.append(
+                    ErrorTextEvent(
+                        signature="nvml-process-query-failed",
+                        cause="gpu_processes_unreadable",
+                        component="driver",
+                        verified=True,
+                        message=f"GPU {g.index}: the running-process query failed: {why.detail}",
+                        raw=why.detail,
+                        pci_bus_id=g.pci_bus_id,
+                        gpu_index=g.index,
+                        count=1,
+                        source="nvml",
+                    )
+                )
             return
         g.process_count = len(procs)
         for p in procs:
@@ -877,11 +904,22 @@ class NvmlCollector:
 class _GpuResult:
     gpu: GpuFacts
     processes: list[GpuProcess] = field(default_factory=list)
+    errors: list[ErrorTextEvent] = field(default_factory=list)
     nvlinks: list[NvlinkFacts] = field(default_factory=list)
 
 
 def _unavailable(reason: UnavailableReason, detail: str) -> Unavailable:
     return Unavailable(reason=reason, detail=detail)
+
+
+# GpuFacts field -> the nvmlTemperatureThresholds_t constant naming it (slowdown and
+# shutdown are read above with their fallbacks; these came later).
+_THRESHOLDS = (
+    ("temperature_max_operating_c", "NVML_TEMPERATURE_THRESHOLD_GPU_MAX"),
+    ("temperature_target_c", "NVML_TEMPERATURE_THRESHOLD_ACOUSTIC_CURR"),
+    ("temperature_target_min_c", "NVML_TEMPERATURE_THRESHOLD_ACOUSTIC_MIN"),
+    ("temperature_target_max_c", "NVML_TEMPERATURE_THRESHOLD_ACOUSTIC_MAX"),
+)
 
 
 def _set(

@@ -47,6 +47,8 @@ PARSERS: dict[str, str] = {
     "proc-pressure-memory": "gpu_triage.collectors.parsers.adapters:proc_pressure_memory",
     "kubectl-events": "gpu_triage.collectors.parsers.adapters:kubectl_events",
     "error-text": "gpu_triage.collectors.parsers.adapters:error_text",
+    "docker-info": "gpu_triage.collectors.parsers.adapters:docker_info",
+    "nvidia-ctk-cdi-list": "gpu_triage.collectors.parsers.adapters:nvidia_ctk_cdi_list",
 }
 
 

@@ -7,7 +7,14 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from gpu_triage.cli.collect import add_collector_args, collect_live, collector_options
+from gpu_triage.cli.collect import (
+    add_collector_args,
+    add_from_text_arg,
+    collect_live,
+    collector_options,
+    read_from_text,
+    report_intake,
+)
 from gpu_triage.cli.common import SEVERITIES, add_rules_args, err, load_book, load_snapshot
 from gpu_triage.engine.verdict import ExitCode
 from gpu_triage.io.files import DEFAULT_LOCK_TIMEOUT_S, DEFAULT_MODE
@@ -49,6 +56,13 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "--state",
         type=Path,
         help="history of findings (first/last seen, cleared); default: beside --out",
+    )
+    add_from_text_arg(
+        run,
+        "evaluate saved or pasted command output instead of collecting ('-' reads stdin): "
+        "the same intake as collect --from-text (kinds recognised by content, sessions split "
+        "at prompts, KIND:FILE forces a parser); repeatable; what the paste does not hold "
+        "is not provided, never a reason for exit 3",
     )
     run.add_argument(
         "--kernel-log",
@@ -140,6 +154,14 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.interval is not None and not args.interval > 0:  # NaN too
         err("--interval must be positive")
         return ExitCode.USAGE
+    if args.from_text and (args.snapshot or args.demo or args.interval is not None):
+        err("--from-text evaluates a paste once: not with --snapshot, --demo or --interval")
+        return ExitCode.USAGE
+    intake = None
+    if args.from_text:  # read before anything else: a bad path is a usage error at once
+        intake = read_from_text(args.from_text)
+        if isinstance(intake, int):
+            return intake
     stop = getattr(args, "stop", None)  # SIGTERM/SIGINT, held by main() in loop mode
     early = _start_collecting(args, stop)  # the window runs while the rulebook loads
 
@@ -175,7 +197,11 @@ def cmd_run(args: argparse.Namespace) -> int:
         return ExitCode.USAGE
 
     def get_snapshot() -> tuple[Any, str]:
-        if args.snapshot:
+        if intake is not None:
+            from gpu_triage.collectors.from_text import snapshot_from_intake
+
+            snap, source = snapshot_from_intake(intake), "from-text"
+        elif args.snapshot:
             snap, source = load_snapshot(args.snapshot), str(args.snapshot)
         elif early:  # the first live run was started before the rulebook loaded
             snap, source = early.pop().result(), "live"
@@ -237,6 +263,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     except OSError as exc:
         err(f"cannot write {exc.filename or args.out}: {exc.strerror or exc}")
         return ExitCode.UNKNOWN
+    if intake is not None:
+        report_intake(intake)
     if doc.engine.fallback_reason and args.engine != "reference":
         err(f"engine: {doc.engine.name} ({doc.engine.fallback_reason})")
     if doc.exit_code == ExitCode.UNKNOWN:
@@ -309,7 +337,7 @@ def _collect_options(args: argparse.Namespace, stop: Any) -> dict[str, Any]:
 def _start_collecting(args: argparse.Namespace, stop: Any) -> list[Any]:
     """Start the first live collection in a thread at once: collection does not need the
     rulebook, and the sampling window is most of a run's time."""
-    if args.snapshot or args.demo:
+    if args.snapshot or args.demo or args.from_text:
         return []
     from concurrent.futures import ThreadPoolExecutor
 

@@ -287,6 +287,22 @@ class GpuFacts(FactModel):
     )
     temperature_slowdown_c: float | None = fact("°C", "temperature at which the GPU slows down")
     temperature_shutdown_c: float | None = fact("°C", "temperature at which the GPU shuts down")
+    temperature_max_operating_c: float | None = fact(
+        "°C",
+        "GPU Max Operating Temp: the software limit the driver slows clocks to stay under "
+        "(NVML GPU_MAX threshold)",
+    )
+    temperature_target_c: float | None = fact(
+        "°C",
+        "GPU Target Temperature: the acoustic target the driver holds the GPU at "
+        "(nvidia-smi -gtt; NVML ACOUSTIC_CURR threshold)",
+    )
+    temperature_target_min_c: float | None = fact(
+        "°C", "lowest GPU Target Temperature this GPU accepts (NVML ACOUSTIC_MIN)"
+    )
+    temperature_target_max_c: float | None = fact(
+        "°C", "highest GPU Target Temperature this GPU accepts (NVML ACOUSTIC_MAX)"
+    )
     performance_state: int | None = fact("P-state", "performance state, 0 = maximum")
     fan_speed_pct: float | None = fact("%", "fan speed (absent on passively cooled boards)")
     clocks_sm_mhz: float | None = fact("MHz", "current SM clock")
@@ -371,6 +387,9 @@ class GpuFacts(FactModel):
     nvlink_links_active: int | None = fact("links", "NVLink links up")
     persistence_mode: bool | None = fact("", "persistence mode enabled")
     mig_mode: bool | None = fact("", "MIG mode currently enabled")
+    mig_mode_pending: bool | None = fact(
+        "", "MIG mode the GPU will have after its next reset (nvidia-smi -q MIG Mode Pending)"
+    )
     compute_mode: str | None = fact("", "compute mode: default, exclusive_process, prohibited")
     recovery_action: RecoveryAction | None = fact(
         "", "what the driver says must happen to recover the GPU"
@@ -400,6 +419,19 @@ class GpuFacts(FactModel):
         return nominal_link_gbps(self.name)
 
     @computed_field(  # type: ignore[prop-decorator]
+        description="how far below the hardware slowdown temperature the GPU's own software "
+        "limit sits: the lower of GPU Target Temperature and GPU Max Operating Temp, taken "
+        "from the slowdown temperature",
+        json_schema_extra={"unit": "°C"},
+    )
+    @property
+    def thermal_limit_below_slowdown_c(self) -> float | None:
+        limits = [t for t in (self.temperature_target_c, self.temperature_max_operating_c) if t]
+        if self.temperature_slowdown_c is None or not limits:
+            return None
+        return round(self.temperature_slowdown_c - min(limits), 1)
+
+    @computed_field(  # type: ignore[prop-decorator]
         description="power draw as a share of the enforced limit",
         json_schema_extra={"unit": "%"},
     )
@@ -424,6 +456,11 @@ class GpuProcess(FactModel):
     name: str | None = fact("", "process name")
     used_memory_mib: float | None = fact("MiB", "device memory used by the process")
     type: str | None = fact("", "compute or graphics")
+    query_error: bool | None = fact(
+        "",
+        "the driver listed the process but answered its name or memory with an error "
+        "([Unknown Error]); N/A (MIG, WDDM, another PID namespace) is not an error",
+    )
     # Placement (guide/T5, FD4), from /proc/PID/status and the cgroup (process_placement).
     cpus_allowed: str | None = fact("", "CPUs the process may run on (Cpus_allowed_list)")
     mems_allowed: str | None = fact("", "NUMA nodes it may allocate on (Mems_allowed_list)")
@@ -874,6 +911,40 @@ class SchedulerFacts(FactModel):
     k8s_pod_unschedulable_reason: str | None = fact(
         "", "why the described pod could not be scheduled (FailedScheduling message)"
     )
+    k8s_container_runtime: str | None = fact(
+        "",
+        "container runtime the kubelet runs pods with (docker, containerd, cri-o), from the "
+        "node's Container Runtime Version",
+    )
+    docker_default_runtime: str | None = fact(
+        "", "Docker's default runtime (docker info; else daemon.json default-runtime, runc unset)"
+    )
+    docker_runtimes: list[str] = fact(
+        "",
+        "runtimes Docker has registered (docker info Runtimes, daemon.json runtimes)",
+        default=[],
+    )
+    docker_cgroup_driver: str | None = fact("", "Docker's cgroup driver: systemd or cgroupfs")
+    container_toolkit_mode: str | None = fact(
+        "",
+        "mode of the NVIDIA container runtime (auto, legacy, cdi, csv) in "
+        "/etc/nvidia-container-runtime/config.toml",
+    )
+    containerd_cdi_enabled: bool | None = fact("", "containerd's enable_cdi is set")
+    cdi_spec_files: int | None = fact("files", "CDI spec files in /etc/cdi and /var/run/cdi")
+    cdi_nvidia_devices: int | None = fact(
+        "devices", "nvidia.com/gpu devices the CDI specs define (spec files or nvidia-ctk cdi list)"
+    )
+
+    @computed_field(  # type: ignore[prop-decorator]
+        description="Docker has a runtime named nvidia registered",
+        json_schema_extra={"unit": ""},
+    )
+    @property
+    def docker_nvidia_runtime_registered(self) -> bool | None:
+        if not self.docker_runtimes:
+            return None
+        return "nvidia" in self.docker_runtimes
 
 
 # --------------------------------------------------------------------------- supplied by people

@@ -133,6 +133,14 @@ SAMPLES = {
         DATA / "incidents/011-container-timeout-persistence-mode-off/docker-run.txt",
         lambda f: [e.cause for e in f.errors] == ["container_driver_timeout"],
     ),
+    "docker-info": (
+        HAND / "container/docker-info-24-runc-default-nvidia-registered.txt",
+        lambda f: f.scheduler.docker_default_runtime == "runc",
+    ),
+    "nvidia-ctk-cdi-list": (
+        HAND / "container/nvidia-ctk-cdi-list-found-0.txt",
+        lambda f: f.scheduler.cdi_nvidia_devices == 0,
+    ),
 }
 
 COMPUTE_APPS = (

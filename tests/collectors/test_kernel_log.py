@@ -1029,7 +1029,17 @@ def _fake(
 def test_collector_protocol() -> None:
     c = KernelLogCollector()
     assert c.name == "kernel_log"
-    assert c.kinds == ("xid", "sxid", "aer", "bus_loss", "oom", "nvlink_error", "pcie_limit")
+    assert c.kinds == (
+        "xid",
+        "sxid",
+        "aer",
+        "bus_loss",
+        "oom",
+        "nvlink_error",
+        "pcie_limit",
+        "error",
+        "driver",
+    )
 
 
 def test_collector_reads_named_file_whole(ctx: CollectContext, tmp_path: Path) -> None:

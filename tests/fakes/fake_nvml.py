@@ -86,7 +86,12 @@ class GpuProfile:
     memory_temperature_c: int | None = 36
     slowdown_c: int | None = 89
     shutdown_c: int | None = 95
+    # GPU Max Operating Temp (the recorded H100: its T.Limit, 87 C) and the acoustic
+    # target: "GPU Target Temperature: N/A" on the datacenter part (NotSupported).
+    max_operating_c: int | None = 87
     memory_max_c: int | None = 95  # NVML_TEMPERATURE_THRESHOLD_MEM_MAX (HBM3)
+    target_c: int | None = None
+    target_range_c: tuple[int, int] | None = None
     pstate: int | None = 0
     clocks_event_mask: int | None = 0x1
     sm_clock_mhz: int | None = 345
@@ -200,6 +205,10 @@ def rtx4090() -> GpuProfile:
         memory_max_c=None,
         slowdown_c=87,
         shutdown_c=90,
+        # GeForce: an acoustic target (default 83 C, settable 65-88 C by nvidia-smi -gtt)
+        max_operating_c=85,
+        target_c=83,
+        target_range_c=(65, 88),
         pstate=2,
         clocks_event_mask=0x4,  # SW power cap
         sm_clock_mhz=2520,
@@ -239,6 +248,7 @@ def v100_old_driver() -> GpuProfile:
         memory_temperature_c=43,
         slowdown_c=87,
         shutdown_c=90,
+        max_operating_c=83,
         clocks_event_mask=0x88,  # HW slowdown + HW power brake (recorded)
         sm_clock_mhz=382,
         sm_max_clock_mhz=1530,
@@ -437,8 +447,16 @@ class FakeNvml:
             return self._need(gpu.slowdown_c)
         if threshold == pynvml.NVML_TEMPERATURE_THRESHOLD_SHUTDOWN:
             return self._need(gpu.shutdown_c)
+        if threshold == pynvml.NVML_TEMPERATURE_THRESHOLD_GPU_MAX:
+            return self._need(gpu.max_operating_c)
         if threshold == pynvml.NVML_TEMPERATURE_THRESHOLD_MEM_MAX:
             return self._need(gpu.memory_max_c)
+        if threshold == pynvml.NVML_TEMPERATURE_THRESHOLD_ACOUSTIC_CURR:
+            return self._need(gpu.target_c)
+        if threshold == pynvml.NVML_TEMPERATURE_THRESHOLD_ACOUSTIC_MIN:
+            return self._need(gpu.target_range_c and gpu.target_range_c[0])
+        if threshold == pynvml.NVML_TEMPERATURE_THRESHOLD_ACOUSTIC_MAX:
+            return self._need(gpu.target_range_c and gpu.target_range_c[1])
         raise pynvml.NVMLError(INVALID_ARGUMENT)
 
     def nvmlDeviceGetPerformanceState(self, h: FakeHandle) -> int:
