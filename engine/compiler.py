@@ -40,7 +40,11 @@ from gpu_triage.engine.model import (
     XidOverride,
     check_param_bounds,
 )
+from gpu_triage.engine.placeholders import placeholders
 from gpu_triage.model.catalog import kinds
+
+# How a disabled rule's reason names its overlay (see _Overlays.disable).
+_OVERLAY_OF = re.compile(r"\(overlay '([^']+)'\)$")
 
 # Kinds that are not collected facts.
 SPECIAL_KINDS = {"params", "answer", "concl"}
@@ -107,6 +111,14 @@ class Rulebook:
     nvlink5_rules: dict[int, list[Nvlink5Rule]] = field(default_factory=dict)
 
     @functools.cached_property
+    def overlays(self) -> list[str]:
+        """The site overlays that changed this rulebook (params, severity, disabled), in
+        the order first seen."""
+        names = [n for r in self.rules for n in r.overridden_by]
+        names += [m.group(1) for m in map(_OVERLAY_OF.search, self.disabled.values()) if m]
+        return list(dict.fromkeys(names))
+
+    @functools.cached_property
     def kind_fields(self) -> dict[str, tuple[str, ...]]:
         """Per kind, every item field any rule reads (conditions and aggregates): items
         equal in these are grouped once per evaluation."""
@@ -146,6 +158,17 @@ class Rulebook:
 
     def by_id(self, rule_id: str) -> CompiledRule | None:
         return next((r for r in self.rules if r.id == rule_id), None)
+
+    @functools.cached_property
+    def read_paths(self) -> frozenset[str]:
+        """Every ``kind.field`` some rule reads (``CompiledRule.reads``) or fills into a
+        runbook command: what an evaluation's findings can show."""
+        paths = {p for r in self.rules for p in r.reads}
+        for r in self.rules:
+            for step in r.rule.runbook:
+                if step.command:
+                    paths.update(placeholders(step.command))
+        return frozenset(paths)
 
     def readers(self) -> dict[str, list[str]]:
         """``kind.field`` -> the ids of the rules that read it, in rulebook order."""

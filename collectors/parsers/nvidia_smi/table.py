@@ -16,6 +16,7 @@ from gpu_triage.collectors.parsers.nvidia_smi.values import (
     _unavailable_reason,
     as_text,
     normalize_pci_bus_id,
+    process_value_failed,
 )
 from gpu_triage.model.facts import GpuFacts, GpuProcess, UnavailableReason
 
@@ -57,6 +58,19 @@ def _mib(num: str, unit: str | None) -> float | None:
     if unit and unit.lower() in ("gib", "gb"):
         return n * 1024.0
     return n
+
+
+_BUS_CELL_RE = re.compile(r"^[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7]\b")
+
+
+def _gpu_row_with_bus(cells: list[str]) -> bool:
+    m = _GPU_ROW1_RE.match(cells[0]) if cells else None
+    return bool(
+        m
+        and len(cells) >= 2
+        and re.search(r"[A-Za-z]", m.group(2))
+        and _BUS_CELL_RE.match(cells[1].strip())
+    )
 
 
 def _table_row1(gpu: GpuFacts, s: _Setter, cells: list[str]) -> None:
@@ -176,7 +190,10 @@ def _table_row3(gpu: GpuFacts, s: _Setter, cells: list[str], mig_col: int | None
 
 
 def _parse_process_row(cell: str, has_gi: bool | None) -> GpuProcess | None:
-    t = cell.split()
+    # A bracketed value ends the row in the memory column ("[Unknown Error]", "[N/A]"):
+    # one token, however many words it has.
+    end = re.search(r"\s(\[[^\[\]]{1,40}\])\s*$", cell)
+    t = [*cell[: end.start()].split(), end.group(1)] if end else cell.split()
     if len(t) < 4 or not t[0].isdigit():
         return None
     layouts = [True, False] if has_gi is None else [has_gi]
@@ -193,7 +210,10 @@ def _parse_process_row(cell: str, has_gi: bool | None) -> GpuProcess | None:
         name = " ".join(t[at + 2 : -1])
         if not name:  # name column empty: the last token was the name, memory missing
             name, mem = mem, ""
-        proc.name = name or None
+        if not process_value_failed(proc, "name", name):
+            proc.name = name or None
+        if mem and process_value_failed(proc, "used_memory_mib", mem):
+            return proc
         reason = _unavailable_reason(mem) if mem else UnavailableReason.NOT_COLLECTED
         if reason is not None:
             proc.mark_unavailable("used_memory_mib", reason, mem)
@@ -280,8 +300,12 @@ def parse_nvidia_smi_table(text: str | bytes, source: str = "<text>") -> NvidiaS
         if section == "mig":
             continue
         if in_header:
-            header_rows.append(cells)
-            continue
+            if not _gpu_row_with_bus(cells):
+                header_rows.append(cells)
+                continue
+            # A shortened table (a paste, a guide) without the ==== line under its header:
+            # a GPU's first row (index, name ... bus id) ends the header all the same.
+            in_header = False
         m = _GPU_ROW1_RE.match(cells[0])
         if (
             m
