@@ -164,10 +164,24 @@ class TriageApp(App[int]):
 
     def _first_question(self) -> None:
         if self.ask_symptom and self.session.symptom is None:
-            from gpu_triage.tui.intake import SymptomScreen
-
             self.ask_symptom = False
-            self.push_screen(SymptomScreen())
+            self.open_symptom()
+
+    # ------------------------------------------------------------------ other screens
+    def open_gpus(self) -> None:
+        from gpu_triage.tui.gpus import GpuScreen
+
+        self.push_screen(GpuScreen())
+
+    def open_paste(self) -> None:
+        from gpu_triage.tui.intake import PasteScreen
+
+        self.push_screen(PasteScreen())
+
+    def open_symptom(self) -> None:
+        from gpu_triage.tui.intake import SymptomScreen
+
+        self.push_screen(SymptomScreen())
 
     # ------------------------------------------------------------------ a healthy twin
     def ask_compare(self) -> None:

@@ -312,20 +312,15 @@ class FindingsScreen(TriageScreen):
         if f is not None:
             self.app.push_screen(DetailScreen(f))
 
+    # The app opens these: their modules build on this one (no import cycle).
     def action_gpus(self) -> None:
-        from gpu_triage.tui.gpus import GpuScreen
-
-        self.app.push_screen(GpuScreen())
+        self.triage.open_gpus()
 
     def action_paste(self) -> None:
-        from gpu_triage.tui.intake import PasteScreen
-
-        self.app.push_screen(PasteScreen())
+        self.triage.open_paste()
 
     def action_symptom(self) -> None:
-        from gpu_triage.tui.intake import SymptomScreen
-
-        self.app.push_screen(SymptomScreen())
+        self.triage.open_symptom()
 
     def action_compare(self) -> None:
         self.triage.ask_compare()

@@ -366,7 +366,7 @@ def test_palette_runs_an_action_by_name(tmp_path: Path) -> None:
 def test_keys_overlay_does_not_squeeze_the_main_view(tmp_path: Path) -> None:
     async def go() -> None:
         app = _app(tmp_path)
-        async with app.run_test(size=(80, 24)) as pilot:
+        async with app.run_test(size=(80, 45)) as pilot:  # tall: the whole list in view
             await _settle(app, pilot)
             findings = app.screen.query_one("#findings")
             assert findings.outer_size.width == 80
