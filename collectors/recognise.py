@@ -259,6 +259,37 @@ DETECTORS: tuple[Detector, ...] = (
         member=r"^\s+\S|^\S+: \(g=\d+\)|^Starting \d+ process|^Jobs: |^\s*(?:READ|WRITE):",
         command=r"\bfio\b",
     ),
+    # Fabric Manager: its unit's status, its version and its log (before the kernel log,
+    # whose journalctl command would claim `journalctl -u nvidia-fabricmanager`).
+    Detector(
+        "systemctl-fabricmanager",
+        anchor=(
+            r"^\s*(?:[\u25cf\u25cb\u00d7*]\s*)?nvidia-fabricmanager(?:\.service)?\s+-\s"
+            r"|Unit nvidia-fabricmanager(?:\.service)? could not be found"
+            r"|^\s*Id=nvidia-fabricmanager\.service\s*$"
+        ),
+        member=(
+            r"^\s+(?:Loaded|Active|Docs|Process|Main PID|Tasks|Memory|CPU|CGroup|Invocation"
+            r"|TriggeredBy|Drop-In|Status):|^\s+[│├└|`]|^\s+\S"
+            r"|^(?:LoadState|ActiveState|SubState|Result|Names)=\S*\s*$"
+            r"|^\w{3}\s+\d{1,2} \d\d:\d\d:\d\d \S+ (?:nv-fabricmanager|systemd)\[\d+\]:"
+        ),
+        command=r"\bsystemctl\s+(?:status|show|is-active)\b.*\bnvidia-fabricmanager",
+    ),
+    Detector(
+        "nv-fabricmanager-version",
+        anchor=r"^\s*(?i:Fabric\s*Manager\s+version\s+is)\b",
+        command=r"\bnv-fabricmanager\s+(?:--version|-v)\b",
+    ),
+    Detector(
+        "fabricmanager-log",
+        anchor=(
+            r"^(?:.*?\bnv-fabricmanager\[\d+\]:\s*)?\[[A-Z][a-z]{2} \d{1,2} \d{4} "
+            r"\d\d:\d\d:\d\d\]\s*\[(?:INFO|ERROR|WARNING|WARN|FATAL|DEBUG|CRITICAL)\]"
+        ),
+        command=(r"fabricmanager\.log|\bjournalctl\b.*-u\s*nvidia-fabricmanager"),
+        wraps=True,
+    ),
     Detector(
         "kernel-log",
         anchor=(
@@ -292,6 +323,8 @@ DETECTORS: tuple[Detector, ...] = (
             "kubectl-describe-pod",
             "kubectl-describe-node",
             "kubectl-events",
+            "systemctl-fabricmanager",
+            "fabricmanager-log",
         ),
         wraps=True,
     ),

@@ -12,7 +12,7 @@ from gpu_triage.engine.loader import Diagnostic, load_paths
 from gpu_triage.engine.placeholders import bare_placeholders, unknown_placeholders
 from gpu_triage.io.yamlio import Located
 
-_REFERENCE = re.compile(r"^((guide|fleet|xid)/[A-Za-z0-9_-]+|https?://\S+)$")
+_REFERENCE = re.compile(r"^((guide|fleet|xid|hw)/[A-Za-z0-9_-]+|https?://\S+)$")
 
 
 def knowledge_map_ids() -> set[str]:
@@ -70,7 +70,7 @@ def lint(
                         line,
                         col,
                         f"reference '{ref}' is neither a knowledge-map ID "
-                        "(guide/.., fleet/.., xid/..) nor a URL",
+                        "(guide/.., fleet/.., xid/.., hw/..) nor a URL",
                     )
                 )
         for i, step in enumerate(rule.runbook):
