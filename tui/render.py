@@ -17,6 +17,7 @@ from rich.text import Text
 
 from gpu_triage.engine.findings import Finding, FindingsDocument, Status
 from gpu_triage.engine.model import Question, QuestionType, RunbookStep
+from gpu_triage.engine.occurrences import folded_subjects
 from gpu_triage.io.escape import visible
 from gpu_triage.model.catalog import kinds
 from gpu_triage.model.facts import FactModel, Facts
@@ -113,7 +114,7 @@ def finding_line(f: Finding, marks: str = "") -> Text:
     t.append(" ")
     t.append(f.title)
     if f.occurrences > 1:
-        t.append(f" x{f.occurrences}", style="dim")
+        t.append(f" · {folded_subjects(f, brief=True)}", style="dim")
     if marks:
         t.append(f" [{marks}]", style="bold")
     return t
@@ -136,9 +137,9 @@ def detail_text(f: Finding, step_labels: list[str], answers: dict[str, Any]) -> 
     t.append(SEVERITY_WORD[sev], style=SEVERITY_STYLE[sev])
     t.append(f" · {STATUS_WORD[f.status]} · stage {f.stage.value}\n", style="dim")
     t.append(f.title + "\n", style="bold")
-    t.append(f.subject, style="italic")
-    if f.also_seen_on:
-        t.append(f" (also {', '.join(f.also_seen_on)})", style="dim")
+    t.append(folded_subjects(f), style="italic")
+    if f.occurrences > 1:
+        t.append(f" ({f.occurrences} occurrences)", style="dim")
     t.append("\n")
     for label, body in (("Symptom", f.symptom), ("Cause", f.cause), ("Fix", f.fix)):
         t.append(f"\n{label}: ", style="bold")

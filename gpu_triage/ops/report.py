@@ -9,6 +9,8 @@ from __future__ import annotations
 import shlex
 
 from gpu_triage.engine.findings import Finding, FindingsDocument
+from gpu_triage.engine.occurrences import folded_subjects
+from gpu_triage.engine.unknowns import counted, group_unknowns
 from gpu_triage.io.escape import md_code, md_text
 
 
@@ -56,27 +58,37 @@ def findings_markdown(doc: FindingsDocument) -> str:
         lines += ["## Needs confirmation", ""]
         for f in doc.needs_confirmation:
             qs = "; ".join(_words(q.text) for q in f.questions)
-            lines.append(
-                f"- **{md_text(f.title)}** ({md_code(f.rule_id)}, {md_text(f.subject)}): {qs}"
-            )
+            who = md_text(folded_subjects(f))
+            lines.append(f"- **{md_text(f.title)}** ({md_code(f.rule_id)}, {who}): {qs}")
         lines.append("")
     if doc.cannot_evaluate:
-        lines += ["## Cannot evaluate", ""]
-        for f in doc.cannot_evaluate:
-            miss = "; ".join(
-                md_text(f"{m.path} ({m.reason}{': ' + m.detail if m.detail else ''})")
-                for m in f.missing
-            )
-            lines.append(f"- {md_code(f.rule_id)} on {md_text(f.subject)}: {miss}")
-        lines.append("")
+        lines += _cannot_evaluate(doc.cannot_evaluate)
     return "\n".join(lines).rstrip() + "\n"
+
+
+def _cannot_evaluate(findings: list[Finding]) -> list[str]:
+    """One line per cause, the rules it stopped listed compactly (the JSON has each)."""
+    groups = group_unknowns(findings)
+    n_rules = len({f.rule_id for f in findings})
+    out = [
+        f"## Cannot evaluate ({counted(n_rules, 'rule')}, {counted(len(groups), 'cause')})",
+        "",
+    ]
+    for g in groups:
+        rules = ", ".join(md_code(r) for r in g.rules)
+        where = f" on {g.subjects} subjects" if g.subjects > len(g.rules) else ""
+        out.append(f"- **{md_text(g.cause)}**: {counted(len(g.rules), 'rule')}{where}: {rules}")
+    out.append("")
+    return out
 
 
 def _finding(f: Finding) -> list[str]:
     out = [
         f"## [{f.severity.value.upper()}] {md_text(f.title)}",
         "",
-        f"*{md_text(f.subject)}* · stage {f.stage.value} · rule {md_code(f.rule_id)} "
+        f"*{md_text(folded_subjects(f))}*"
+        + (f" · {f.occurrences} occurrences" if f.occurrences > 1 else "")
+        + f" · stage {f.stage.value} · rule {md_code(f.rule_id)} "
         f"v{f.rule_version} ({md_text(f.rulebook)})",
         "",
         f"- **Symptom:** {_words(f.symptom)}",
