@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 
 from gpu_triage.engine.compiler import Rulebook
 from gpu_triage.engine.inputs import EvalInput
+from gpu_triage.engine.sxid_gpus import SwitchMap
 from gpu_triage.engine.xid_decode import assign_incidents, bucket_meaning, message_update
 from gpu_triage.model.facts import Facts, SxidEvent, XidEvent
 
@@ -53,15 +54,17 @@ def enrich(inp: EvalInput, book: Rulebook) -> EvalInput:
         xids.append(copy_with(x, update))
     facts.xids = xids
     sx: dict[int, dict[str, object]] = {}
+    switches = SwitchMap(inp.facts) if inp.facts.sxids else None
     sxids = []
     for s in inp.facts.sxids:
+        gpus = switches.update(s) if switches is not None else {}
         if s.code is None:
-            sxids.append(s)
+            sxids.append(copy_with(s, gpus) if gpus else s)
             continue
         upd = sx.get(s.code)
         if upd is None:
             upd = sx[s.code] = sxid_update(s.code, book)
-        sxids.append(copy_with(s, upd))
+        sxids.append(copy_with(s, {**upd, **gpus} if gpus else upd))
     facts.sxids = sxids
     return replace(inp, facts=facts, _gpu_by_bus=None, aggregate_cache={})
 

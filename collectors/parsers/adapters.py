@@ -128,9 +128,16 @@ def _topo_gpus(topo: Topology, source: str) -> list[GpuFacts]:
 
 
 def lspci(text: str, source: str = "lspci -vv") -> Facts:
-    from gpu_triage.collectors.parsers.lspci import parse_lspci_vv
+    from gpu_triage.collectors.parsers.lspci import count_nvswitches, parse_lspci_vv
+    from gpu_triage.collectors.pcie_paths import mark_by_bus_ranges
+    from gpu_triage.model.facts import FabricFacts
 
-    return Facts(pcie_links=parse_lspci_vv(text, source))
+    links = parse_lspci_vv(text, source)
+    mark_by_bus_ranges(links)
+    switches = count_nvswitches(text)
+    # only a listing that shows NVSwitches says anything of them (lspci -s GPU -vv does not)
+    fabric = FabricFacts(nvswitch_count=switches, source=source) if switches else None
+    return Facts(pcie_links=links, fabric=fabric)
 
 
 def kernel_log(text: str, source: str = "kernel log") -> Facts:

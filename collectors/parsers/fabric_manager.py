@@ -217,4 +217,7 @@ def parse_fm_log(
     if not seen_line:
         raise ParseError("no '[date] [LEVEL] ...' Fabric Manager log lines", source=source)
     fabric.fm_log_errors = errors
+    # the log was read: what it does not say did not happen (since its newest start)
+    fabric.fm_switches_mismatch = bool(fabric.fm_switches_mismatch)
+    fabric.fm_nothing_to_do = bool(fabric.fm_nothing_to_do)
     return fabric, sxids

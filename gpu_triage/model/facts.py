@@ -464,13 +464,14 @@ class PcieLinkFacts(FactModel):
     acs_upstream_fwd: bool | None = fact("", "ACSCtl UpstreamFwd+: upstream forwarding enabled")
     acs_egress_ctrl: bool | None = fact("", "ACSCtl EgressCtrl+: egress control enabled")
     acs_direct_trans: bool | None = fact("", "ACSCtl DirectTrans+: direct translated P2P enabled")
-    gpu_nic_bridge: bool | None = fact(
-        "",
-        "bridges: a GPU and a network adapter both sit below it, so GPUDirect RDMA traffic "
-        "between them crosses it (unset: the devices below are not known)",
+    gpus_below: int | None = fact(
+        "GPUs",
+        "bridges: NVIDIA GPUs below it (their peer and GPUDirect traffic can cross it; "
+        "unset: what is below was not read)",
     )
-    gpu_nic_below: str | None = fact(
-        "", "bridges: a GPU and a network adapter below it, as 'GPU 0000:18:00.0, NIC 0000:19:00.0'"
+    nics_below: int | None = fact("NICs", "bridges: network adapters (Ethernet, IB) below it")
+    devices_below: str | None = fact(
+        "", "bridges: the GPUs and NICs below it, as 'GPU 0000:18:00.0, NIC 0000:19:00.0'"
     )
 
 

@@ -95,7 +95,7 @@ def test_log_newest_start_wins_and_errors_are_counted() -> None:
     assert fabric.fm_log_error == (
         "request to query NVSwitch device information from NVSwitch driver failed"
     )
-    assert fabric.fm_switches_mismatch is None and sxids == []
+    assert fabric.fm_switches_mismatch is False and sxids == []
 
 
 def test_log_switch_count_refusal() -> None:
@@ -110,7 +110,7 @@ def test_a_restart_after_the_refusal_clears_it() -> None:
         "with the following configuration options\n"
     )
     fabric, _ = parse_fm_log(text)
-    assert fabric.fm_switches_mismatch is None
+    assert fabric.fm_switches_mismatch is False
 
 
 def test_log_nvswitch_errors_become_sxids_with_switch_and_port() -> None:

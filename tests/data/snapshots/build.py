@@ -130,20 +130,44 @@ def host(**kw: object) -> HostFacts:
         cuda_version="12.7",
         gpu_count_visible=8,
         gpu_count_pci=8,
+        peermem_loaded=True,
+        peermem_module="nvidia_peermem",
+        iommu_mode="passthrough",
+        iommu_cmdline="intel_iommu=on iommu=pt",
         source="/proc",
     )
     base.update(kw)
     return HostFacts.model_validate(base)
 
 
+def fabric(**kw: object) -> FabricFacts:
+    """An HGX H100 baseboard's fabric: 4 NVSwitches, the Fabric Manager running at the
+    driver's version."""
+    base: dict[str, object] = dict(
+        nvswitch_count=4,
+        fm_installed=True,
+        fm_active_state="active",
+        fm_sub_state="running",
+        fm_result="success",
+        fm_version="565.57.01",
+        fm_log_errors=0,
+        source="sysfs, systemctl, nv-fabricmanager, fabricmanager.log",
+    )
+    base.update(kw)
+    return FabricFacts.model_validate(base)
+
+
 ALL_OK = [
     status("nvml", kinds=["gpu", "process", "nvlink"]),
     status("kernel_log", kinds=["xid", "sxid", "aer", "bus_loss", "oom", "nvlink_error"]),
     status("host", kinds=["host", "disk", "nic", "ib", "pcie"]),
+    status("fabric_manager", kinds=["fabric"]),
 ]
 
 
 def snap(desc: str, facts: Facts, collectors: list[CollectorStatus] | None = None) -> Snapshot:
+    if facts.fabric is None and any(c.name == "fabric_manager" for c in collectors or ALL_OK):
+        facts.fabric = fabric()  # an HGX node: its fabric was read, and is healthy
     return Snapshot(
         taken_at=WHEN,
         hostname="gpu-node-017",
@@ -277,28 +301,7 @@ def diags(fail: tuple[str, int, str] | None = None) -> list[DiagResult]:
     return out
 
 
-DIAG_OK = [
-    *ALL_OK,
-    status("dcgm_diag", kinds=["diag"]),
-    status("fabric_manager", kinds=["fabric"]),
-]
-
-
-def fabric(**kw: object) -> FabricFacts:
-    """An HGX H100 baseboard's fabric: 4 NVSwitches, the Fabric Manager running at the
-    driver's version."""
-    base: dict[str, object] = dict(
-        nvswitch_count=4,
-        fm_installed=True,
-        fm_active_state="active",
-        fm_sub_state="running",
-        fm_result="success",
-        fm_version="565.57.01",
-        fm_log_errors=0,
-        source="sysfs, systemctl, nv-fabricmanager, fabricmanager.log",
-    )
-    base.update(kw)
-    return FabricFacts.model_validate(base)
+DIAG_OK = [*ALL_OK, status("dcgm_diag", kinds=["diag"])]
 
 
 def readiness() -> dict[str, Snapshot]:
