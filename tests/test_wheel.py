@@ -60,5 +60,7 @@ def test_wheel_contents_and_use_without_the_source_tree(tmp_path: Path) -> None:
         "raise SystemExit(main(['rules', 'coverage']))"
     )
     r = subprocess.run([sys.executable, "-S", "-c", code], capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr[-2000:]
-    assert "knowledge-map IDs covered" in r.stdout
+    # 0: every item faithful, 1: some partial; the data files (map, decisions, producers)
+    # were found and read either way (a missing one would be a traceback, not a summary).
+    assert r.returncode in (0, 1), r.stderr[-2000:]
+    assert "knowledge-map items faithful" in r.stdout and "operational" in r.stdout

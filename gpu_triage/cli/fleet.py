@@ -24,6 +24,12 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     fleet.add_argument("--inventory", type=Path, help="CSV with host,rack,row columns")
     fleet.add_argument("--top", type=int, default=20)
     fleet.add_argument("--workers", type=int, help="processes reading files (default: CPUs)")
+    fleet.add_argument(
+        "--util-target",
+        type=float,
+        default=85.0,
+        help="utilisation target in percent busy (fleet/F9; default 85)",
+    )
 
 
 def cmd_fleet(args: argparse.Namespace) -> int:
@@ -33,8 +39,23 @@ def cmd_fleet(args: argparse.Namespace) -> int:
     if missing:
         err(f"no such file or directory: {missing[0]}")
         return ExitCode.USAGE
-    nodes, runs, errors, files = read_fleet(args.paths, args.workers)
-    rep = analyse(nodes, runs, errors, files, Inventory.load(args.inventory), top=args.top)
+    if args.top < 1 or (args.workers is not None and args.workers < 1):
+        err("--top and --workers take a positive number")
+        return ExitCode.USAGE
+    if not 0 < args.util_target <= 100:
+        err("--util-target is a percentage above 0 and at most 100")
+        return ExitCode.USAGE
+    try:
+        inventory = Inventory.load(args.inventory)
+    except (OSError, KeyError, ValueError) as exc:
+        err(f"{args.inventory}: cannot read the inventory: {exc}")
+        return ExitCode.USAGE
+    read = read_fleet(args.paths, args.workers, target=args.util_target)
+    rep = analyse(read, inventory, top=args.top, util_target=args.util_target)
     text = fleet_markdown(rep) if args.format == "markdown" else jsonio.dump_model(rep, indent=2)
     emit(text if text.endswith("\n") else text + "\n", args.out)
+    if not read.runs:
+        # nothing could be read: no statement about the fleet was possible
+        err(f"no run record could be read from {read.files} files ({read.error_count} errors)")
+        return ExitCode.UNKNOWN
     return 0

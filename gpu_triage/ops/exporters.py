@@ -76,6 +76,8 @@ def run_record(doc: FindingsDocument, facts: Facts | None = None) -> dict[str, A
                 "name": g.name,
                 "vbios": g.vbios_version,
                 "temp": g.temperature_gpu_c,
+                # one number per GPU per run: the fleet ranks utilisation over the window (F9)
+                "util": g.utilization_gpu_pct,
             }
             for g in facts.gpus
         ]

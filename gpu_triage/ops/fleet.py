@@ -1,31 +1,61 @@
 """`gpu-triage fleet`: what one node cannot see, from many nodes' history.
 
 Reads JSONL run records (one line per run, see :mod:`gpu_triage.ops.exporters`),
-findings documents and snapshots, streaming, and reports: the top findings across the
-fleet; repeat-offender GPUs and nodes (about 1% of GPUs cause about half of the
-failures, fleet/F8); driver and VBIOS drift (fleet/F1, F3); the same Xid across many
-nodes on one driver version (a driver regression, not a hardware fault: guide/MS3); and
-racks or rows running hot.
+findings documents and snapshots (:mod:`gpu_triage.ops.fleet_read`) and reports: the top
+findings across the fleet, worst first; repeat-offender GPUs and nodes (about 1% of GPUs
+cause about half of the failures, fleet/F8); driver and VBIOS drift (fleet/F1, F3); the
+same Xid across many nodes on one driver version (a driver regression, not a hardware
+fault: guide/MS3), tested against the nodes on other drivers; racks or rows running hot;
+GPUs and nodes ranked by utilisation against the 85% target (fleet/F9).
+
+Every statistical statement has a minimum sample below which the report says it cannot
+tell, and a confidence statement (an interval or a p-value) above it.
 """
 
 from __future__ import annotations
 
-import json
-import os
+import math
 import statistics
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Iterator
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from gpu_triage.io import jsonio
 from gpu_triage.io.escape import md_code, md_text
+from gpu_triage.ops.fleet_read import (
+    DEFAULT_UTIL_TARGET,
+    SEV_RANK,
+    FleetRead,
+    NodeState,
+    expand,
+    inventory,
+    read_fleet,
+    worse,
+)
+from gpu_triage.ops.fleet_stats import fisher_greater, mean_ci, variance, welch_diff, wilson
 
-BAD = ("warning", "critical")
+__all__ = [
+    "FleetReport",
+    "Inventory",
+    "NodeState",
+    "analyse",
+    "expand",
+    "fleet_markdown",
+    "read_fleet",
+]
+
+# Minimum samples below which a statement is not made.
+MIN_GROUP_NODES = 5  # nodes on each side of a driver comparison
+MIN_GPUS_FOR_SHARE = 100  # "the worst 1% of GPUs" needs at least one whole GPU in that 1%
+MIN_BAD_FOR_SHARE = 20  # bad findings before their concentration is stated
+MIN_GPUS_PER_PLACE = 8  # GPUs in a rack or row before its temperature is compared
+MIN_UTIL_SAMPLES = 24  # a day of hourly runs before a GPU's utilisation is ranked
+REGRESSION_P = 0.01  # one-sided Fisher p below which a driver is suspected
+CORRELATED = (
+    "intervals treat samples as independent; runs of one node are correlated, so read "
+    "them as optimistic"
+)
 
 
 # --------------------------------------------------------------------------- report model
@@ -46,6 +76,7 @@ class Offender(Model):
     node: str
     gpu: str = ""
     serial: str = ""
+    severity: str = Field(default="warning", description="worst severity of its bad findings")
     bad_runs: int
     rules: list[str]
     share_pct: float = Field(description="share of all bad GPU findings in the history")
@@ -62,10 +93,21 @@ class Drift(Model):
 class XidSpread(Model):
     code: int
     driver: str
-    nodes: int
-    nodes_on_driver: int
+    nodes: int = Field(description="nodes that logged the code while running this driver")
+    nodes_on_driver: int = Field(description="nodes that ran this driver in the window")
     gpus: int
-    verdict: str  # driver regression suspected | hardware (few GPUs) | watch
+    other_nodes: int = Field(default=0, description="nodes that never ran this driver")
+    other_nodes_with: int = Field(default=0, description="of those, nodes that logged the code")
+    rate_pct: float = 0.0
+    rate_ci95_pct: tuple[float, float] = (0.0, 100.0)
+    other_rate_pct: float = 0.0
+    other_rate_ci95_pct: tuple[float, float] = (0.0, 100.0)
+    p_value: float | None = Field(
+        default=None, description="one-sided Fisher exact: this driver's rate above the others'"
+    )
+    severity: str = "info"
+    verdict: str  # driver regression suspected | widespread | scattered | watch | cannot tell
+    confidence: str = ""
 
 
 class HotSpot(Model):
@@ -73,7 +115,35 @@ class HotSpot(Model):
     name: str
     mean_temp_c: float
     fleet_mean_c: float
+    delta_c: float = 0.0
+    delta_ci95_c: tuple[float, float] = (0.0, 0.0)
     gpus: int
+
+
+class UtilRank(Model):
+    node: str
+    gpu: str = ""
+    serial: str = ""
+    mean_pct: float
+    ci95_pct: float = Field(description="half-width of the 95% interval of the mean")
+    at_target_pct: float = Field(description="share of samples at or above the target")
+    samples: int
+
+
+class Utilisation(Model):
+    target_pct: float
+    min_samples: int
+    window_start: str = ""
+    window_end: str = ""
+    gpus_ranked: int = 0
+    gpus_too_few_samples: int = 0
+    gpus_meeting_target: int = 0
+    nodes_ranked: int = 0
+    nodes_meeting_target: int = 0
+    fleet_mean_pct: float | None = Field(default=None, description="mean of the ranked GPUs")
+    lowest_gpus: list[UtilRank] = Field(default_factory=list)
+    lowest_nodes: list[UtilRank] = Field(default_factory=list)
+    confidence: str = ""
 
 
 class FleetReport(Model):
@@ -81,197 +151,28 @@ class FleetReport(Model):
     runs: int
     gpus: int
     files: int
-    errors: list[str] = Field(default_factory=list)
+    nodes_without_inventory: int = Field(
+        default=0, description="nodes known only from findings documents: no GPU list"
+    )
+    window_start: str = ""
+    window_end: str = ""
+    errors: list[str] = Field(default_factory=list, description="the first unreadable inputs")
+    error_count: int = 0
     top_findings: list[TopFinding] = Field(default_factory=list)
     repeat_gpus: list[Offender] = Field(default_factory=list)
     repeat_nodes: list[Offender] = Field(default_factory=list)
-    top1pct_share_pct: float = Field(
-        default=0.0, description="share of bad GPU findings from the worst 1% of GPUs"
+    top1pct_share_pct: float | None = Field(
+        default=None, description="share of bad GPU findings from the worst 1% of GPUs"
     )
+    top1pct_statement: str = ""
     drift: list[Drift] = Field(default_factory=list)
     xid_spread: list[XidSpread] = Field(default_factory=list)
     hot_spots: list[HotSpot] = Field(default_factory=list)
-
-
-# --------------------------------------------------------------------------- reading
-
-
-@dataclass
-class NodeState:
-    """What the fleet analysis keeps per node: the latest run and counters over history."""
-
-    last_ts: str = ""
-    last_findings: list[dict[str, Any]] = field(default_factory=list)
-    driver: str | None = None
-    gpus: list[dict[str, Any]] = field(default_factory=list)
-    rack: str | None = None
-    row: str | None = None
-    runs: int = 0
-    rule_runs: Counter[str] = field(default_factory=Counter)
-    rule_sev: dict[str, str] = field(default_factory=dict)
-    gpu_bad: Counter[str] = field(default_factory=Counter)
-    gpu_rules: dict[str, set[str]] = field(default_factory=lambda: defaultdict(set))
-    xids: dict[int, set[str]] = field(default_factory=lambda: defaultdict(set))  # code->gpus
-    xid_driver: dict[int, str] = field(default_factory=dict)
-
-
-def _records_from_file(path: Path) -> Iterator[dict[str, Any]]:
-    if path.suffix == ".jsonl":
-        with path.open(encoding="utf-8", errors="replace") as fh:
-            for n, line in enumerate(fh, 1):
-                if line.strip():
-                    try:
-                        yield jsonio.loads(line)
-                    except json.JSONDecodeError as exc:
-                        yield {"__error__": f"{path}:{n}: not JSON: {exc.msg}"}
-                    except jsonio.NonFiniteNumber as exc:
-                        yield {"__error__": f"{path}:{n}:{exc.col}: {exc.token}: not finite"}
-        return
-    try:
-        data = jsonio.loads(path.read_text(encoding="utf-8", errors="replace"))
-    except (OSError, ValueError) as exc:  # not JSON, or NaN/Infinity (jsonio)
-        yield {"__error__": f"{path}: {exc}"}
-        return
-    yield from _records_from_document(data, path)
-
-
-def _records_from_document(data: Any, path: Path) -> Iterator[dict[str, Any]]:
-    """A snapshot (evaluated here) or a findings document, as a run record."""
-    from gpu_triage.ops.exporters import run_record
-
-    if not isinstance(data, dict):
-        yield {"__error__": f"{path}: neither a snapshot nor a findings document"}
-        return
-    if "facts" in data and "collectors" in data:
-        from gpu_triage.engine.evaluate import evaluate
-        from gpu_triage.model.snapshot import SnapshotError, parse_snapshot
-
-        try:
-            snap = parse_snapshot(json.dumps(data), str(path))
-        except SnapshotError as exc:
-            yield {"__error__": str(exc)}
-            return
-        doc = evaluate(snap, _book(), engine="reference")
-        yield run_record(doc, snap.facts)
-        return
-    if "findings" in data and "engine" in data:
-        from gpu_triage.engine.findings import FindingsDocument
-
-        try:
-            yield run_record(FindingsDocument.model_validate(data))
-        except ValueError as exc:
-            yield {"__error__": f"{path}: invalid findings document: {exc}"}
-        return
-    yield {"__error__": f"{path}: neither a snapshot nor a findings document"}
-
-
-_BOOK: list[Any] = []
-
-
-def _book() -> Any:
-    if not _BOOK:
-        from gpu_triage.engine.compiler import load_rulebook
-
-        _BOOK.append(load_rulebook())
-    return _BOOK[0]
-
-
-def _fold(nodes: dict[str, NodeState], rec: dict[str, Any], errors: list[str]) -> int:
-    if "__error__" in rec:
-        errors.append(rec["__error__"])
-        return 0
-    host = rec.get("host") or "?"
-    st = nodes.get(host)
-    if st is None:
-        st = nodes[host] = NodeState()
-    st.runs += 1
-    ts = rec.get("ts") or ""
-    findings = rec.get("findings") or []
-    serial_of = {g.get("bus"): g.get("serial") or "" for g in rec.get("gpus") or []}
-    for f in findings:
-        st.rule_runs[f["rule"]] += 1
-        st.rule_sev[f["rule"]] = f.get("sev", "info")
-        gpu = f.get("gpu") or ""
-        if gpu and f.get("sev") in BAD:
-            key = f"{gpu}|{serial_of.get(gpu, '')}"
-            st.gpu_bad[key] += 1
-            st.gpu_rules[key].add(f["rule"])
-        code = f.get("xid")
-        if code is not None:
-            st.xids[code].add(gpu)
-            st.xid_driver[code] = rec.get("driver") or "?"
-    for code in rec.get("xids") or []:
-        st.xids.setdefault(code, set())
-        st.xid_driver.setdefault(code, rec.get("driver") or "?")
-    if ts >= st.last_ts:
-        st.last_ts, st.last_findings = ts, findings
-        st.driver = rec.get("driver") or st.driver
-        st.gpus = rec.get("gpus") or st.gpus
-        st.rack = rec.get("rack") or st.rack
-        st.row = rec.get("row") or st.row
-    return 1
-
-
-def _read_files(paths: list[str]) -> tuple[dict[str, NodeState], int, list[str]]:
-    nodes: dict[str, NodeState] = {}
-    errors: list[str] = []
-    runs = 0
-    for p in paths:
-        for rec in _records_from_file(Path(p)):
-            runs += _fold(nodes, rec, errors)
-    return nodes, runs, errors
-
-
-def _merge_states(into: NodeState, other: NodeState) -> None:
-    into.runs += other.runs
-    into.rule_runs.update(other.rule_runs)
-    into.rule_sev.update(other.rule_sev)
-    into.gpu_bad.update(other.gpu_bad)
-    for k, v in other.gpu_rules.items():
-        into.gpu_rules[k] |= v
-    for code, gpus in other.xids.items():
-        into.xids[code] |= gpus
-    for code, drv in other.xid_driver.items():
-        into.xid_driver.setdefault(code, drv)
-    if other.last_ts >= into.last_ts:
-        into.last_ts, into.last_findings = other.last_ts, other.last_findings
-        into.driver, into.gpus = other.driver or into.driver, other.gpus or into.gpus
-        into.rack, into.row = other.rack or into.rack, other.row or into.row
-
-
-def expand(paths: Iterable[Path]) -> list[Path]:
-    out: list[Path] = []
-    for p in paths:
-        if p.is_dir():
-            out += sorted(q for q in p.rglob("*") if q.suffix in (".jsonl", ".json"))
-        else:
-            out.append(p)
-    return out
-
-
-def read_fleet(
-    paths: Iterable[Path], workers: int | None = None
-) -> tuple[dict[str, NodeState], int, list[str], int]:
-    files = expand(paths)
-    workers = workers or min(os.cpu_count() or 1, 8)
-    nodes: dict[str, NodeState] = {}
-    errors: list[str] = []
-    runs = 0
-    if workers > 1 and len(files) > 8:
-        chunks = [[str(f) for f in files[i::workers]] for i in range(workers)]
-        with ProcessPoolExecutor(workers) as pool:
-            parts = list(pool.map(_read_files, chunks))
-    else:
-        parts = [_read_files([str(f) for f in files])]
-    for part_nodes, part_runs, part_errors in parts:
-        runs += part_runs
-        errors += part_errors
-        for host, st in part_nodes.items():
-            if host in nodes:
-                _merge_states(nodes[host], st)
-            else:
-                nodes[host] = st
-    return nodes, runs, errors, len(files)
+    hot_statement: str = ""
+    utilisation: Utilisation | None = None
+    section_severity: dict[str, str] = Field(
+        default_factory=dict, description="worst severity per section ('' when empty)"
+    )
 
 
 # --------------------------------------------------------------------------- analysis
@@ -290,83 +191,128 @@ class Inventory:
             return inv
         import csv
 
-        with path.open(newline="") as fh:
+        with path.open(newline="", encoding="utf-8", errors="replace") as fh:
             for row in csv.DictReader(fh):
-                inv.places[row["host"]] = (row.get("rack") or None, row.get("row") or None)
+                if row.get("host"):
+                    inv.places[row["host"]] = (row.get("rack") or None, row.get("row") or None)
         return inv
 
 
+def _rank(sev: str) -> int:
+    return SEV_RANK.get(sev, 0)
+
+
 def analyse(
-    nodes: dict[str, NodeState],
-    runs: int,
-    errors: list[str],
-    files: int,
+    read: FleetRead,
     inventory: Inventory | None = None,
     *,
     top: int = 20,
     xid_min_nodes: int = 3,
     hot_delta_c: float = 5.0,
+    util_target: float = DEFAULT_UTIL_TARGET,
+    min_util_samples: int = MIN_UTIL_SAMPLES,
 ) -> FleetReport:
+    nodes = read.nodes
     inventory = inventory or Inventory()
     gpus_total = sum(len(st.gpus) for st in nodes.values())
-    rep = FleetReport(nodes=len(nodes), runs=runs, gpus=gpus_total, files=files, errors=errors[:50])
+    starts = [st.first_ts for st in nodes.values() if st.first_ts]
+    ends = [st.last_ts for st in nodes.values() if st.last_ts]
+    rep = FleetReport(
+        nodes=len(nodes),
+        runs=read.runs,
+        gpus=gpus_total,
+        files=read.files,
+        nodes_without_inventory=sum(1 for st in nodes.values() if not st.gpus),
+        window_start=min(starts, default=""),
+        window_end=max(ends, default=""),
+        errors=read.errors,
+        error_count=read.error_count,
+    )
+    rep.top_findings = _top_findings(nodes, top)
+    _offenders(rep, nodes, top, gpus_total)
+    rep.drift = _drift(nodes)
+    rep.xid_spread = _xid_spread(nodes, xid_min_nodes)
+    rep.hot_spots, rep.hot_statement = _hot_spots(nodes, inventory, hot_delta_c)
+    rep.utilisation = _utilisation(nodes, util_target, min_util_samples, top, rep)
+    rep.section_severity = _section_severity(rep)
+    return rep
 
+
+def _top_findings(nodes: dict[str, NodeState], top: int) -> list[TopFinding]:
     now_nodes: Counter[str] = Counter()
     sev_of: dict[str, str] = {}
     all_runs: Counter[str] = Counter()
     for st in nodes.values():
         all_runs.update(st.rule_runs)
-        for rule in {f["rule"] for f in st.last_findings}:
-            now_nodes[rule] += 1
-        sev_of.update(st.rule_sev)
-    ranked = sorted(all_runs, key=lambda r: (-now_nodes[r], -all_runs[r], r))
-    rep.top_findings = [
-        TopFinding(rule=r, severity=sev_of.get(r, "?"), nodes_now=now_nodes[r], runs=all_runs[r])
+        now_nodes.update(set(st.last_rules))
+        for rule, sev in st.rule_sev.items():
+            sev_of[rule] = worse(sev_of.get(rule, sev), sev)
+    # worst first: a critical finding on one node outranks an info finding on every node
+    ranked = sorted(
+        all_runs, key=lambda r: (-_rank(sev_of.get(r, "info")), -now_nodes[r], -all_runs[r], r)
+    )
+    return [
+        TopFinding(rule=r, severity=sev_of.get(r, "info"), nodes_now=now_nodes[r], runs=all_runs[r])
         for r in ranked[:top]
     ]
 
+
+def _offenders(rep: FleetReport, nodes: dict[str, NodeState], top: int, gpus_total: int) -> None:
     gpu_rows = [
-        (host, key, n, sorted(st.gpu_rules[key]))
+        (host, key, n, sorted(st.gpu_rules[key]), st.gpu_sev.get(key, "warning"))
         for host, st in nodes.items()
         for key, n in st.gpu_bad.items()
     ]
-    total_bad = sum(n for _, _, n, _ in gpu_rows) or 1
+    total_bad = sum(r[2] for r in gpu_rows)
     gpu_rows.sort(key=lambda r: (-r[2], r[0], r[1]))
     rep.repeat_gpus = [
         Offender(
             node=h,
-            gpu=k.split("|")[0],
-            serial=k.split("|")[1],
+            gpu=k.split("|", 1)[0],
+            serial=k.split("|", 1)[1],
+            severity=sev,
             bad_runs=n,
             rules=rules,
             share_pct=round(100 * n / total_bad, 2),
         )
-        for h, k, n, rules in gpu_rows[:top]
+        for h, k, n, rules, sev in gpu_rows[:top]
         if n > 1
     ]
-    if gpus_total:
-        worst = max(1, round(gpus_total * 0.01))
-        rep.top1pct_share_pct = round(
-            100 * sum(n for _, _, n, _ in gpu_rows[:worst]) / total_bad, 2
-        )
-    node_rows = sorted(
-        (
-            (h, sum(st.gpu_bad.values()), sorted(set().union(*st.gpu_rules.values())))
-            for h, st in nodes.items()
-            if st.gpu_bad
-        ),
-        key=lambda r: (-r[1], r[0]),
-    )
+    node_rows = []
+    for h, st in nodes.items():
+        if st.gpu_bad:
+            sev = "warning"
+            for s in st.gpu_sev.values():
+                sev = worse(sev, s)
+            rules = sorted(set().union(*st.gpu_rules.values()))
+            node_rows.append((h, sum(st.gpu_bad.values()), rules, sev))
+    node_rows.sort(key=lambda r: (-r[1], r[0]))
     rep.repeat_nodes = [
-        Offender(node=h, bad_runs=n, rules=rules, share_pct=round(100 * n / total_bad, 2))
-        for h, n, rules in node_rows[:top]
+        Offender(
+            node=h, severity=sev, bad_runs=n, rules=rules, share_pct=round(100 * n / total_bad, 2)
+        )
+        for h, n, rules, sev in node_rows[:top]
         if n > 1
     ]
-
-    rep.drift = _drift(nodes)
-    rep.xid_spread = _xid_spread(nodes, xid_min_nodes)
-    rep.hot_spots = _hot_spots(nodes, inventory, hot_delta_c)
-    return rep
+    if gpus_total < MIN_GPUS_FOR_SHARE:
+        rep.top1pct_statement = (
+            f"too few GPUs ({gpus_total}, at least {MIN_GPUS_FOR_SHARE} needed) "
+            "to name the worst 1%"
+        )
+    elif total_bad < MIN_BAD_FOR_SHARE:
+        rep.top1pct_statement = (
+            f"too few bad GPU findings ({total_bad}, at least {MIN_BAD_FOR_SHARE} needed) "
+            "to say how concentrated they are"
+        )
+    else:
+        worst = round(gpus_total * 0.01)
+        share = round(100 * sum(r[2] for r in gpu_rows[:worst]) / total_bad, 2)
+        rep.top1pct_share_pct = share
+        rep.top1pct_statement = (
+            f"the worst 1% of GPUs ({worst} of {gpus_total}) account for {share}% of "
+            f"{total_bad} bad GPU findings in the window"
+            + (" (fleet/F8: quarantine or RMA them)" if share >= 50 else "")
+        )
 
 
 def _drift(nodes: dict[str, NodeState]) -> list[Drift]:
@@ -379,9 +325,9 @@ def _drift(nodes: dict[str, NodeState]) -> list[Drift]:
         out.append(_drift_entry("driver", "", drivers))
     vbios: dict[str, dict[str, list[str]]] = defaultdict(lambda: defaultdict(list))
     for host, st in nodes.items():
-        for g in st.gpus:
-            if g.get("vbios"):
-                hosts = vbios[g.get("name") or "?"][g["vbios"]]
+        for g in inventory(st.gpus):
+            if g["vbios"]:
+                hosts = vbios[g.get("name") or "(no name)"][g["vbios"]]
                 if not hosts or hosts[-1] != host:
                     hosts.append(host)
     for model, versions in sorted(vbios.items()):
@@ -402,142 +348,425 @@ def _drift_entry(what: str, scope: str, versions: dict[str, list[str]]) -> Drift
     )
 
 
+def _pct(x: float) -> float:
+    return round(100 * x, 1)
+
+
 def _xid_spread(nodes: dict[str, NodeState], min_nodes: int) -> list[XidSpread]:
-    per: dict[tuple[int, str], list[set[str]]] = defaultdict(list)
-    on_driver: Counter[str] = Counter(st.driver or "?" for st in nodes.values())
+    """Each (code, driver) seen on at least ``min_nodes`` nodes, compared with the nodes
+    that never ran that driver: the same code there at a similar rate points at the
+    workload or the fleet, a much higher rate on one driver at the driver."""
+    ran: Counter[str] = Counter()
     for st in nodes.values():
-        for code, gpus in st.xids.items():
-            per[(code, st.xid_driver.get(code, st.driver or "?"))].append(gpus)
+        ran.update(st.drivers or {"?"})
+    affected: dict[tuple[int, str], list[set[str]]] = defaultdict(list)
+    code_nodes: dict[int, set[str]] = defaultdict(set)  # code -> nodes, any driver
+    for host, st in nodes.items():
+        for (code, driver), gpus in st.xids.items():
+            affected[(code, driver)].append(gpus)
+            code_nodes[code].add(host)
     out: list[XidSpread] = []
-    total_nodes = sum(on_driver.values())
-    for (code, driver), gpu_sets in per.items():
-        n = len(gpu_sets)
-        if n < min_nodes:
+    for (code, driver), gpu_sets in affected.items():
+        a = len(gpu_sets)
+        if a < min_nodes:
             continue
-        share = n / max(on_driver[driver], 1)
+        n1 = max(ran[driver], a)
+        others = [h for h, st in nodes.items() if driver not in (st.drivers or {"?"})]
+        n2 = len(others)
+        b = sum(1 for h in others if h in code_nodes[code])
         gpu_count = sum(len(g) or 1 for g in gpu_sets)
-        # The same code on the other drivers, as a share of their nodes.
-        other_nodes = sum(len(sets) for (c, d), sets in per.items() if c == code and d != driver)
-        other_share = other_nodes / max(total_nodes - on_driver[driver], 1)
-        if share >= 0.2 and share >= 3 * other_share:
-            verdict = "driver regression suspected: far more common on this driver"
-        elif share >= 0.2:
-            verdict = "widespread on every driver: a fleet-wide or workload cause"
-        elif gpu_count <= n * 1.1:
-            verdict = "scattered single GPUs: treat per GPU"
-        else:
-            verdict = "watch"
-        out.append(
-            XidSpread(
-                code=code,
-                driver=driver,
-                nodes=n,
-                nodes_on_driver=on_driver[driver],
-                gpus=gpu_count,
-                verdict=verdict,
-            )
+        item = XidSpread(
+            code=code,
+            driver=driver,
+            nodes=a,
+            nodes_on_driver=n1,
+            gpus=gpu_count,
+            other_nodes=n2,
+            other_nodes_with=b,
+            rate_pct=_pct(a / n1),
+            rate_ci95_pct=tuple(_pct(x) for x in wilson(a, n1)),
+            other_rate_pct=_pct(b / n2) if n2 else 0.0,
+            other_rate_ci95_pct=tuple(_pct(x) for x in wilson(b, n2)),
+            verdict="",
         )
-    out.sort(key=lambda x: (-x.nodes, x.code))
+        _judge(item, a, n1, b, n2)
+        out.append(item)
+    out.sort(key=lambda x: (-_rank(x.severity), -x.nodes, x.code, x.driver))
     return out
 
 
-def _hot_spots(nodes: dict[str, NodeState], inv: Inventory, delta: float) -> list[HotSpot]:
+def _judge(x: XidSpread, a: int, n1: int, b: int, n2: int) -> None:
+    rate, lo, hi = x.rate_pct, *x.rate_ci95_pct
+    here = f"{a} of {n1} nodes on {x.driver} ({rate}%, 95% CI {lo}-{hi}%)"
+    if n1 < MIN_GROUP_NODES or n2 < MIN_GROUP_NODES:
+        x.verdict = "cannot tell a driver regression from a fleet-wide cause: too few nodes"
+        short = (
+            f"only {n1} nodes ran {x.driver}"
+            if n1 < MIN_GROUP_NODES
+            else f"only {n2} nodes ran other drivers"
+        )
+        x.confidence = f"{here}; {short}, and a comparison needs {MIN_GROUP_NODES} on each side"
+        x.severity = "warning" if a / n1 >= 0.2 else "info"
+        return
+    p = fisher_greater(a, n1, b, n2)
+    x.p_value = float(f"{p:.3g}")
+    olo, ohi = x.other_rate_ci95_pct
+    there = f"{b} of {n2} nodes on other drivers ({x.other_rate_pct}%, 95% CI {olo}-{ohi}%)"
+    x.confidence = f"{here} vs {there}; one-sided Fisher exact p = {x.p_value:.3g}"
+    share, other_share = a / n1, b / n2
+    if p < REGRESSION_P and share >= 3 * other_share:
+        x.verdict, x.severity = (
+            "driver regression suspected: far more common on this driver",
+            "critical",
+        )
+    elif share >= 0.2:
+        x.verdict, x.severity = (
+            "widespread on every driver: a fleet-wide or workload cause",
+            "warning",
+        )
+    elif x.gpus <= a * 1.1:
+        x.verdict, x.severity = "scattered single GPUs: treat per GPU", "info"
+    else:
+        x.verdict, x.severity = "watch", "info"
+
+
+def _hot_spots(
+    nodes: dict[str, NodeState], inv: Inventory, delta: float
+) -> tuple[list[HotSpot], str]:
+    """Racks and rows whose GPUs' mean temperature over the window is at least ``delta``
+    above the rest of the fleet, with the 95% interval of the difference above zero."""
     temps: dict[tuple[str, str], list[float]] = defaultdict(list)
     everything: list[float] = []
     for host, st in nodes.items():
         rack, row = inv.places.get(host, (st.rack, st.row))
-        for g in st.gpus:
-            t = g.get("temp")
-            if isinstance(t, int | float):
-                everything.append(float(t))
-                if rack:
-                    temps[("rack", rack)].append(float(t))
-                if row:
-                    temps[("row", row)].append(float(t))
+        for w in st.window.values():
+            if not w.temp_n:
+                continue
+            t = w.temp_sum / w.temp_n
+            everything.append(t)
+            if rack:
+                temps[("rack", rack)].append(t)
+            if row:
+                temps[("row", row)].append(t)
     if not everything:
-        return []
-    fleet_mean = statistics.fmean(everything)
-    out = [
-        HotSpot(
-            level=level,
-            name=name,
-            mean_temp_c=round(statistics.fmean(ts), 1),
-            fleet_mean_c=round(fleet_mean, 1),
-            gpus=len(ts),
+        return [], "no GPU temperature in the history"
+    fleet_mean, _ = variance(everything)
+    total, total_sq, n_all = (
+        math.fsum(everything),
+        math.fsum(t * t for t in everything),
+        len(everything),
+    )
+    out: list[HotSpot] = []
+    small = 0
+    for (level, name), ts in temps.items():
+        n = len(ts)
+        rest_n = n_all - n
+        if n < MIN_GPUS_PER_PLACE or rest_n < MIN_GPUS_PER_PLACE:
+            small += 1
+            continue
+        mean, var = variance(ts)
+        rest_mean = (total - math.fsum(ts)) / rest_n
+        rest_var = max(
+            0.0, (total_sq - math.fsum(t * t for t in ts) - rest_n * rest_mean**2) / (rest_n - 1)
         )
-        for (level, name), ts in temps.items()
-        if statistics.fmean(ts) >= fleet_mean + delta
-    ]
-    out.sort(key=lambda h: -h.mean_temp_c)
-    return out
+        diff, lo, hi = welch_diff(n, mean, var, rest_n, rest_mean, rest_var)
+        if diff >= delta and lo > 0:
+            out.append(
+                HotSpot(
+                    level=level,
+                    name=name,
+                    mean_temp_c=round(mean, 1),
+                    fleet_mean_c=round(fleet_mean, 1),
+                    delta_c=round(diff, 1),
+                    delta_ci95_c=(round(lo, 1), round(hi, 1)),
+                    gpus=n,
+                )
+            )
+    out.sort(key=lambda h: (-h.delta_c, h.level, h.name))
+    statement = (
+        f"a place is hot when its GPUs' mean temperature over the window is {delta:g} °C or "
+        f"more above the rest of the fleet and the 95% interval of the difference excludes "
+        f"zero; places with fewer than {MIN_GPUS_PER_PLACE} GPUs are not compared"
+        + (f" ({small} such)" if small else "")
+        + f"; {CORRELATED}"
+    )
+    return out, statement
+
+
+def _utilisation(
+    nodes: dict[str, NodeState], target: float, min_samples: int, top: int, rep: FleetReport
+) -> Utilisation | None:
+    gpu_rows: list[UtilRank] = []
+    node_rows: list[UtilRank] = []
+    too_few = 0
+    for host, st in nodes.items():
+        n = at = 0
+        s = sq = 0.0
+        for bus, w in st.window.items():
+            if not w.util_n:
+                continue
+            n, s, sq, at = n + w.util_n, s + w.util_sum, sq + w.util_sq, at + w.util_at_target
+            if w.util_n < min_samples:
+                too_few += 1
+                continue
+            mean, half = mean_ci(w.util_n, w.util_sum, w.util_sq)
+            gpu_rows.append(
+                UtilRank(
+                    node=host,
+                    gpu=bus,
+                    serial=w.serial,
+                    mean_pct=round(mean, 1),
+                    ci95_pct=round(half, 1),
+                    at_target_pct=round(100 * w.util_at_target / w.util_n, 1),
+                    samples=w.util_n,
+                )
+            )
+        if n >= min_samples:
+            mean, half = mean_ci(n, s, sq)
+            node_rows.append(
+                UtilRank(
+                    node=host,
+                    mean_pct=round(mean, 1),
+                    ci95_pct=round(half, 1),
+                    at_target_pct=round(100 * at / n, 1),
+                    samples=n,
+                )
+            )
+    if not gpu_rows and not too_few:
+        return None
+    gpu_rows.sort(key=lambda r: (r.mean_pct, r.node, r.gpu))
+    node_rows.sort(key=lambda r: (r.mean_pct, r.node))
+    return Utilisation(
+        target_pct=target,
+        min_samples=min_samples,
+        window_start=rep.window_start,
+        window_end=rep.window_end,
+        gpus_ranked=len(gpu_rows),
+        gpus_too_few_samples=too_few,
+        gpus_meeting_target=sum(1 for r in gpu_rows if r.mean_pct >= target),
+        nodes_ranked=len(node_rows),
+        nodes_meeting_target=sum(1 for r in node_rows if r.mean_pct >= target),
+        fleet_mean_pct=round(statistics.fmean(r.mean_pct for r in gpu_rows), 1)
+        if gpu_rows
+        else None,
+        lowest_gpus=gpu_rows[:top],
+        lowest_nodes=node_rows[:top],
+        confidence=(
+            f"one sample per GPU per run (NVML's utilisation over its last sample period); "
+            f"GPUs with fewer than {min_samples} samples are not ranked; ± is the 95% "
+            f"interval of the mean; {CORRELATED}"
+        ),
+    )
+
+
+def _section_severity(rep: FleetReport) -> dict[str, str]:
+    def worst(sevs: list[str]) -> str:
+        out = ""
+        for s in sevs:
+            out = s if not out else worse(out, s)
+        return out
+
+    return {
+        "top_findings": worst([t.severity for t in rep.top_findings if t.nodes_now]),
+        "repeat_offenders": worst([o.severity for o in rep.repeat_gpus + rep.repeat_nodes]),
+        "xid_spread": worst([x.severity for x in rep.xid_spread]),
+        "drift": "warning" if rep.drift else "",
+        "hot_spots": "warning" if rep.hot_spots else "",
+        "utilisation": "info" if rep.utilisation else "",
+    }
 
 
 # --------------------------------------------------------------------------- output
 
 
-def fleet_markdown(rep: FleetReport) -> str:
-    """The report for people; every value read from a node's files is escaped (md_text)."""
+def _n(count: int, word: str, plural: str | None = None) -> str:
+    return f"{count:,} {word if count == 1 else plural or word + 's'}"
+
+
+def _header(rep: FleetReport) -> list[str]:
     m = md_text
+    gpus = _n(rep.gpus, "GPU")
+    if rep.nodes_without_inventory:
+        gpus += (
+            f" (plus {_n(rep.nodes_without_inventory, 'node')} known only from findings "
+            "documents, which list no GPUs)"
+        )
     lines = [
         "# gpu-triage fleet report",
         "",
-        f"{rep.nodes} nodes, {rep.gpus} GPUs, {rep.runs} runs read from {rep.files} files.",
-        "",
+        f"{_n(rep.nodes, 'node')}, {gpus}, {_n(rep.runs, 'run')} read from "
+        f"{_n(rep.files, 'file')}.",
     ]
-    if rep.errors:
-        lines += [f"{len(rep.errors)} unreadable inputs (first: {m(rep.errors[0])})", ""]
-    lines += ["## Top findings", "", "| rule | severity | nodes now | runs |", "|---|---|---|---|"]
+    if rep.window_start:
+        lines.append(f"Window: {m(rep.window_start)} to {m(rep.window_end)}.")
+    lines.append("")
+    if rep.error_count:
+        lines += [f"{_n(rep.error_count, 'unreadable input')} skipped:", ""]
+        lines += [f"- {m(e)}" for e in rep.errors[:10]]
+        if rep.error_count > 10:
+            lines.append(
+                f"- ... {rep.error_count - 10:,} more (JSON lists the first {len(rep.errors)})"
+            )
+        lines.append("")
+    return lines
+
+
+def _sec_top(rep: FleetReport) -> list[str]:
+    m = md_text
+    lines = ["## Top findings", "", "Worst severity first, then nodes where it fires now.", ""]
+    if not rep.top_findings:
+        return [*lines, "No finding in any run."]
+    lines += ["| rule | severity | nodes now | runs |", "|---|---|---|---|"]
     lines += [
         f"| {md_code(t.rule, in_table=True)} | {m(t.severity)} | {t.nodes_now} | {t.runs} |"
         for t in rep.top_findings
     ]
-    lines += [
-        "",
+    return lines
+
+
+def _sec_offenders(rep: FleetReport) -> list[str]:
+    m = md_text
+    lines = [
         "## Repeat offenders",
         "",
-        f"The worst 1% of GPUs account for {rep.top1pct_share_pct}% of bad GPU findings "
-        "(fleet/F8: quarantine or RMA them).",
+        m(rep.top1pct_statement[:1].upper() + rep.top1pct_statement[1:]) + ".",
         "",
-        "| node | GPU | serial | bad runs | share | rules |",
-        "|---|---|---|---|---|---|",
+    ]
+    if not rep.repeat_gpus:
+        return [*lines, "No GPU had a warning or critical finding in more than one run."]
+    lines += [
+        "| node | GPU | serial | severity | bad runs | share | rules |",
+        "|---|---|---|---|---|---|---|",
     ]
     lines += [
-        f"| {m(o.node)} | {m(o.gpu)} | {m(o.serial)} | {o.bad_runs} | {o.share_pct}% | "
-        f"{m(', '.join(o.rules))} |"
+        f"| {m(o.node)} | {m(o.gpu)} | {m(o.serial)} | {m(o.severity)} | {o.bad_runs} | "
+        f"{o.share_pct}% | {m(', '.join(o.rules))} |"
         for o in rep.repeat_gpus
     ]
     if rep.repeat_nodes:
-        lines += ["", "| node | bad runs | share | rules |", "|---|---|---|---|"]
+        lines += ["", "| node | severity | bad runs | share | rules |", "|---|---|---|---|---|"]
         lines += [
-            f"| {m(o.node)} | {o.bad_runs} | {o.share_pct}% | {m(', '.join(o.rules))} |"
+            f"| {m(o.node)} | {m(o.severity)} | {o.bad_runs} | {o.share_pct}% | "
+            f"{m(', '.join(o.rules))} |"
             for o in rep.repeat_nodes
         ]
-    lines += ["", "## Version drift", ""]
+    return lines
+
+
+def _sec_drift(rep: FleetReport) -> list[str]:
+    m = md_text
+    lines = ["## Version drift", ""]
     if not rep.drift:
-        lines.append("No drift: every node runs the same driver and VBIOS per GPU model.")
+        return [*lines, "No drift: every node runs the same driver and VBIOS per GPU model."]
     for d in rep.drift:
         scope = f" ({m(d.scope)})" if d.scope else ""
         lines.append(
-            f"- **{m(d.what)}{scope}**: majority {m(d.majority)} on {d.majority_nodes} nodes; "
+            f"- **{m(d.what)}{scope}**: majority {m(d.majority)} on "
+            f"{_n(d.majority_nodes, 'node')}; "
             + "; ".join(
                 f"{m(v)} on {m(', '.join(h[:5]))}{' ...' if len(h) > 5 else ''}"
                 for v, h in d.outliers.items()
             )
         )
-    lines += ["", "## The same Xid on many nodes", ""]
+    return lines
+
+
+def _sec_xid(rep: FleetReport) -> list[str]:
+    m = md_text
+    lines = ["## The same Xid on many nodes", ""]
     if not rep.xid_spread:
-        lines.append("No Xid code appears on several nodes.")
+        return [*lines, "No Xid code appears on several nodes."]
     for x in rep.xid_spread:
         lines.append(
-            f"- Xid {x.code} on {x.nodes} of {x.nodes_on_driver} nodes running driver "
-            f"{m(x.driver)} ({x.gpus} GPUs): **{m(x.verdict)}**"
+            f"- Xid {x.code} on {x.nodes} of {_n(x.nodes_on_driver, 'node')} running driver "
+            f"{m(x.driver)} ({_n(x.gpus, 'GPU')}): **{m(x.verdict)}**. {m(x.confidence)}."
         )
-    lines += ["", "## Hot racks and rows", ""]
+    return lines
+
+
+def _sec_hot(rep: FleetReport) -> list[str]:
+    m = md_text
+    lines = ["## Hot racks and rows", ""]
     if not rep.hot_spots:
-        lines.append("No rack or row runs hotter than the fleet.")
+        lines.append("No rack or row runs hotter than the rest of the fleet.")
     for h in rep.hot_spots:
+        lo, hi = h.delta_ci95_c
         lines.append(
-            f"- {m(h.level)} {m(h.name)}: {h.mean_temp_c} °C mean over {h.gpus} GPUs "
-            f"(fleet {h.fleet_mean_c} °C)"
+            f"- {m(h.level)} {m(h.name)}: {h.mean_temp_c} °C mean over {_n(h.gpus, 'GPU')}, "
+            f"+{h.delta_c} °C above the rest (95% CI {lo} to {hi} °C; fleet {h.fleet_mean_c} °C)"
         )
-    return "\n".join(lines) + "\n"
+    if rep.hot_statement:
+        lines += ["", m(rep.hot_statement[:1].upper() + rep.hot_statement[1:]) + "."]
+    return lines
+
+
+def _sec_util(rep: FleetReport) -> list[str]:
+    m = md_text
+    u = rep.utilisation
+    lines = ["## Utilisation against the target (fleet/F9)", ""]
+    if u is None:
+        return [*lines, "No GPU utilisation in the history (records written before it was kept)."]
+    lines.append(
+        f"Target {u.target_pct:g}% busy. {u.gpus_meeting_target} of "
+        f"{_n(u.gpus_ranked, 'ranked GPU')} and {u.nodes_meeting_target} of "
+        f"{_n(u.nodes_ranked, 'ranked node')} meet it"
+        + (f"; the ranked GPUs average {u.fleet_mean_pct}%" if u.fleet_mean_pct is not None else "")
+        + (
+            f"; {_n(u.gpus_too_few_samples, 'GPU')} with fewer than {u.min_samples} samples "
+            "not ranked"
+            if u.gpus_too_few_samples
+            else ""
+        )
+        + "."
+    )
+    lines += ["", m(u.confidence[:1].upper() + u.confidence[1:]) + ".", ""]
+    if u.lowest_nodes:
+        lines += [
+            "Least used nodes:",
+            "",
+            "| node | mean busy | at target | samples |",
+            "|---|---|---|---|",
+        ]
+        lines += [
+            f"| {m(r.node)} | {r.mean_pct}% ± {r.ci95_pct} | {r.at_target_pct}% | {r.samples} |"
+            for r in u.lowest_nodes
+        ]
+        lines.append("")
+    if u.lowest_gpus:
+        lines += [
+            "Least used GPUs:",
+            "",
+            "| node | GPU | serial | mean busy | at target | samples |",
+            "|---|---|---|---|---|---|",
+        ]
+        lines += [
+            f"| {m(r.node)} | {m(r.gpu)} | {m(r.serial)} | {r.mean_pct}% ± {r.ci95_pct} | "
+            f"{r.at_target_pct}% | {r.samples} |"
+            for r in u.lowest_gpus
+        ]
+    return lines
+
+
+_SECTIONS = (
+    ("top_findings", _sec_top),
+    ("xid_spread", _sec_xid),
+    ("repeat_offenders", _sec_offenders),
+    ("hot_spots", _sec_hot),
+    ("drift", _sec_drift),
+    ("utilisation", _sec_util),
+)
+
+
+def fleet_markdown(rep: FleetReport) -> str:
+    """The report for people, sections worst first (a section with nothing to report
+    last); every value read from a node's files is escaped (md_text)."""
+
+    def order(item: tuple[int, tuple[str, object]]) -> tuple[int, int]:
+        pos, (key, _) = item
+        sev = rep.section_severity.get(key, "")
+        return (-(_rank(sev) + 1) if sev else 1, pos)
+
+    lines = _header(rep)
+    for _, (_, render) in sorted(enumerate(_SECTIONS), key=order):
+        lines += [*render(rep), ""]
+    return "\n".join(lines).rstrip("\n") + "\n"

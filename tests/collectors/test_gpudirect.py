@@ -190,24 +190,7 @@ def test_live_node_fires_the_gpudirect_rules(tmp_path: Path, builtin_book: Ruleb
 
 
 def test_lspci_bus_ranges_say_what_is_below(tmp_path: Path) -> None:
-    text = """\
-00:01.0 PCI bridge: Intel Corporation Device 352a (rev 04) (prog-if 00 [Normal decode])
-	Bus: primary=00, secondary=01, subordinate=04, sec-latency=0
-	LnkCap:	Port #0, Speed 32GT/s, Width x16, ASPM L1, Exit Latency L1 <16us
-	LnkSta:	Speed 32GT/s, Width x16
-	Capabilities: [220 v1] Access Control Services
-		ACSCap:	SrcValid+ TransBlk+ ReqRedir+ CmpltRedir+ UpstreamFwd+ EgressCtrl- DirectTrans-
-		ACSCtl:	SrcValid+ TransBlk- ReqRedir+ CmpltRedir+ UpstreamFwd+ EgressCtrl- DirectTrans-
-03:00.0 3D controller: NVIDIA Corporation GH100 [H100 SXM5 80GB] (rev a1)
-	LnkCap:	Port #0, Speed 32GT/s, Width x16, ASPM not supported
-	LnkSta:	Speed 32GT/s, Width x16
-04:00.0 Infiniband controller: Mellanox Technologies MT2910 Family [ConnectX-7]
-	LnkCap:	Port #0, Speed 32GT/s, Width x16, ASPM not supported
-	LnkSta:	Speed 32GT/s, Width x16
-07:00.0 Bridge: NVIDIA Corporation Device 22a3 (rev a1)
-	LnkCap:	Port #0, Speed 2.5GT/s, Width x1, ASPM not supported
-	LnkSta:	Speed 2.5GT/s, Width x1
-"""
+    text = (LSPCI / "lspci-vv-root-port-acs-redirect-gpu-hca-nvswitch.txt").read_text()
     facts = lspci(text)
     bridge = next(b for b in facts.pcie_links if b.pci_bus_id == "0000:00:01.0")
     assert (bridge.gpus_below, bridge.nics_below, bridge.acs_req_redir) == (1, 1, True)
