@@ -6,7 +6,9 @@ Generates an hourly history (``make_fleet_history.py``: one JSONL file per node,
 exporter's format), then times, alternately and as separate processes, ``gpu-triage fleet
 DIR --format json`` and ``fleet_duckdb.py`` (the same per-node aggregation in DuckDB SQL,
 fed to the same analysis). Prints the medians, their ratio (goal <= 1.5x), each side's
-peak RSS, the load average, and whether both reports are the same (exit 1 when not).
+peak RSS (the command's, its worker processes included), the fleet command's peak RSS over
+a tenth of the window for the same nodes (memory grows with nodes, not history), the load
+average, and whether both reports are the same (exit 1 when not).
 DuckDB comes from the ``bench`` extra.
 """
 
@@ -99,6 +101,29 @@ def main() -> None:
     print(
         "  load average before/after: "
         + " / ".join(f"{x[0]:.2f}" for x in (load_before, load_after))
+    )
+    # Memory bounded by nodes, not history: the same nodes over a tenth of the window.
+    short = Path(tempfile.mkdtemp(prefix="fleet-short-"))
+    short_days = max(1, a.days // 10)
+    subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "benchmarks/make_fleet_history.py"),
+            str(short),
+            "--nodes",
+            str(len(files)),
+            "--days",
+            str(short_days),
+        ],
+        check=True,
+        capture_output=True,
+    )
+    short_cmd = [sys.executable, "-m", "gpu_triage", "fleet", str(short), "--format", "json"]
+    short_cmd += ["--out", str(out / "short.json")]
+    _, short_rss = _timed(short_cmd)
+    print(
+        f"  fleet peak RSS over {short_days} vs {a.days} days of the same nodes: "
+        f"{short_rss:.0f} vs {rss['fleet']:.0f} MiB"
     )
     mine, theirs = _comparable(ours_json), _comparable(duck_json)
     same = mine == theirs

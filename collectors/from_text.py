@@ -252,9 +252,9 @@ def _shift_lines(facts: Facts, offset: int) -> None:
     if not offset:
         return
     for _name, info in kinds().items():
-        if not info.event:
+        if info.singleton:
             continue
-        for ev in getattr(facts, info.attr):
+        for ev in getattr(facts, info.attr):  # events, error texts: whatever has a line
             if getattr(ev, "line", None) is not None:
                 ev.line += offset
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import errno
 import os
 import re
+import stat
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -26,6 +27,7 @@ from gpu_triage.collectors.parsers.ibstat import (
     parse_rate_gbps,
 )
 from gpu_triage.collectors.parsers.meminfo import fill_host_from_meminfo, parse_meminfo_kib
+from gpu_triage.collectors.parsers.mountstats import mount_facts, parse_mountstats
 from gpu_triage.collectors.parsers.pressure import parse_pressure
 from gpu_triage.collectors.pcie_paths import (
     CONFIG_SPACE,
@@ -40,6 +42,7 @@ from gpu_triage.model.facts import (
     Facts,
     HostFacts,
     IbPortFacts,
+    MountFacts,
     NicFacts,
     PcieLinkFacts,
     Unavailable,
@@ -118,6 +121,37 @@ def read_attributes(
             setattr(fact, fld, value)
 
 
+MOUNTSTATS_MAX = 8 << 20  # a node with thousands of mounts; an NFS block is ~3 KiB
+
+
+def read_capped(path: Path, max_bytes: int) -> tuple[str | None, Unavailable | None]:
+    """A procfs file read without following it into anything but a regular file and
+    without reading more than ``max_bytes`` (a planted FIFO, device or huge file under a
+    host root neither blocks nor floods the collector). A cut text loses its last,
+    partial line."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY)
+    except OSError:
+        return read_file(path)  # the same reasons, worded the same way
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None, Unavailable(
+                reason=UnavailableReason.ERROR, detail=f"{path}: not a regular file"
+            )
+        chunks, size = [], 0
+        while size <= max_bytes and (chunk := os.read(fd, min(1 << 20, max_bytes + 1 - size))):
+            chunks.append(chunk)
+            size += len(chunk)
+    except OSError as exc:
+        return None, Unavailable(reason=UnavailableReason.ERROR, detail=f"{path}: {exc}")
+    finally:
+        os.close(fd)
+    data = b"".join(chunks)
+    if len(data) > max_bytes:
+        data = data[:max_bytes].rpartition(b"\n")[0]
+    return data.decode("utf-8", errors="replace"), None
+
+
 def read_file(path: Path) -> tuple[str | None, Unavailable | None]:
     """A sysfs/procfs file's text, or why it could not be read."""
     try:
@@ -164,6 +198,7 @@ class Sample:
     stat: str | None = None
     vmstat: str | None = None
     diskstats: str | None = None
+    mountstats: str | None = None
     errors: dict[str, Unavailable] = field(default_factory=dict)
     at: float = 0.0
 
@@ -211,7 +246,7 @@ class HostCollector:
     """CPU, memory, PSI, load, disks, NICs, InfiniBand ports and PCIe links of the node."""
 
     name = NAME
-    kinds = ("host", "disk", "nic", "ib", "pcie", "driver")
+    kinds = ("host", "disk", "mount", "nic", "ib", "pcie", "driver")
 
     def __init__(self, sleep: Callable[[float], None] | None = None) -> None:
         # Tests inject a sleep that rewrites the counter files to their second sample.
@@ -229,6 +264,7 @@ class HostCollector:
         self._cpu(host, first, second)
         self._vm(host, first, second, elapsed)
         facts.disks = self._disks(ctx, first, second, elapsed)
+        facts.mounts = self._mounts(first, second, elapsed)
         self._identity(ctx, host)
         self._load(ctx, host)
         self._memory(ctx, host)
@@ -253,6 +289,9 @@ class HostCollector:
             setattr(s, attr, text)
             if why:
                 s.errors[attr] = why
+        s.mountstats, why = read_capped(ctx.path("proc", "self", "mountstats"), MOUNTSTATS_MAX)
+        if why:
+            s.errors["mountstats"] = why
         return s
 
     def _cpu(self, host: HostFacts, a: Sample, b: Sample) -> None:
@@ -344,6 +383,23 @@ class HostCollector:
             else:
                 setattr(host, name, val)
 
+    def _mounts(self, a: Sample, b: Sample, elapsed: float) -> list[MountFacts]:
+        """NFS mounts over the window: each mount's counters in the second reading less
+        those of the first (a mount that appeared in between: since its mount)."""
+        if b.mountstats is None:
+            return []
+        try:
+            now = parse_mountstats(b.mountstats, "/proc/self/mountstats")
+            was = parse_mountstats(a.mountstats or "", "/proc/self/mountstats")
+        except ParseError:
+            return []  # no mount lines at all: nothing mounted we could read
+        before = {(m.device, m.mountpoint): m for m in was}
+        out = []
+        for m in now:
+            prev = before.get((m.device, m.mountpoint))
+            out.append(mount_facts(m, prev, elapsed, "/proc/self/mountstats"))
+        return out
+
     def _disks(self, ctx: CollectContext, a: Sample, b: Sample, elapsed: float) -> list[DiskFacts]:
         if a.diskstats is None or b.diskstats is None:
             return []
@@ -371,9 +427,14 @@ class HostCollector:
                 read_iops=round(rd / elapsed, 2),
                 write_iops=round(wr / elapsed, 2),
                 read_await_ms=round(rd_ms / rd, 2) if rd else 0.0,
+                read_request_kib=round(rd_sec * SECTOR_BYTES / 1024 / rd, 2) if rd else None,
                 write_await_ms=round(wr_ms / wr, 2) if wr else 0.0,
                 util_pct=round(min(100.0, 100.0 * io_ms / (elapsed * 1000.0)), 2),
             )
+            if not rd:
+                disk.mark_unavailable(
+                    "read_request_kib", UnavailableReason.NOT_SUPPORTED, "no reads in the window"
+                )
             text, why = read_file(ctx.path("sys", "block", sysname, "queue", "rotational"))
             if text is not None and text.strip() in ("0", "1"):
                 disk.rotational = text.strip() == "1"

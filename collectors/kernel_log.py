@@ -2,10 +2,12 @@
 
 Sources, first that answers wins: the files in ``ctx.kernel_log_file`` (each read whole up
 to ``ctx.kernel_log_max_bytes``, its newest part beyond; several merge by time);
-``journalctl -k --since``; ``dmesg --time-format iso`` (plain ``dmesg`` with the boot time
-from /proc/uptime on old util-linux); ``/dev/kmsg`` read non-blocking; the tail of
-/var/log/kern.log (or messages, syslog), read backwards to the window's start. Only named
-files are kept whole; the live sources are cut to the window (``ctx.since_s``).
+``journalctl -k --since`` (its newest :data:`JOURNAL_MAX_LINES` entries, a cut recorded);
+``dmesg --time-format iso`` (plain ``dmesg`` with the boot time from /proc/uptime on old
+util-linux); ``/dev/kmsg`` read non-blocking; the tail of /var/log/kern.log (or messages,
+syslog), read backwards to the window's start. Commands' output is capped by the runner
+(gpu_triage.io.commands), and a cut output is recorded as truncated. Only named files are
+kept whole; the live sources are cut to the window (``ctx.since_s``).
 """
 
 from __future__ import annotations
@@ -16,16 +18,18 @@ import re
 from collections.abc import Callable
 from datetime import datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 from gpu_triage.collectors.base import MAX_RAW_CHARS, CollectContext, CollectorUnavailable
 from gpu_triage.collectors.log_files import LogFileError, open_log, read_capped, window_start
-from gpu_triage.collectors.merge import combine_facts
+from gpu_triage.collectors.merge import combine_facts, merge_fields
+from gpu_triage.collectors.parsers.error_text import KernelLineSieve, scan_kernel_log_errors
 from gpu_triage.collectors.parsers.kernel_log import (
     KernelLog,
     KernelLogParser,
     parse_kernel_log,
 )
-from gpu_triage.collectors.parsers.kernel_timestamps import split_stamp
+from gpu_triage.collectors.parsers.kernel_timestamps import LineSplitter
 from gpu_triage.io.commands import CommandResult
 from gpu_triage.model.facts import Facts, KernelEvent
 
@@ -39,6 +43,10 @@ _KMSG_MAX_RECORDS = 500_000  # the ring buffer holds far fewer; a guard against 
 # Events that state how the node is since boot, not something that happened in the window:
 # a link that trained narrow at boot is still narrow now.
 _STANDING = frozenset({"pcie_limits"})
+# The newest entries of the window journalctl is asked for. A storm can log more than the
+# runner keeps of one command's output (its first 16 MiB: the oldest lines); with a line
+# limit the cut falls on the oldest lines instead, and is recorded (~13 MB of journal).
+JOURNAL_MAX_LINES = 100_000
 # Log files a node without journal access keeps the kernel log in, first that exists wins.
 _SYSLOG_FILES = ("kern.log", "messages", "syslog")
 
@@ -67,11 +75,34 @@ class KernelLogCollector:
         "oom",
         "nvlink_error",
         "pcie_limit",
+        "error",
+        "driver",
     )
+
+    def __init__(self) -> None:
+        self._texts: list[tuple[str, str]] = []  # what was parsed, for the driver lines
+
+    def _parse(self, text: str, *, source: str, **kw: Any) -> KernelLog:
+        sieve = KernelLineSieve()  # the driver's lines only: the scan stays small
+        sieve.feed(text)
+        self._texts.append((sieve.text(), source))
+        return parse_kernel_log(text, source=source, **kw)
 
     def collect(self, ctx: CollectContext, facts: Facts) -> None:
         now = datetime.now().astimezone()
+        self._texts = []
         log = self.read(ctx, now)
+        for text, source in self._texts:
+            # NVRM driver-state lines (API mismatch, probe failures, module loads) as
+            # error facts, as they are when pasted
+            events, driver = scan_kernel_log_errors(text, source)
+            facts.errors.extend(events)
+            if driver is not None:
+                if facts.driver is None:
+                    facts.driver = driver
+                else:
+                    merge_fields(facts.driver, driver)
+        self._texts = []
         # A file the user named is read whole: it is the incident they want examined,
         # however old. The live log is cut to the window.
         since = float("inf") if _named_files(ctx) else ctx.since_s
@@ -106,20 +137,23 @@ class KernelLogCollector:
 
         since = max(1, int(ctx.since_s))
         argv = ["journalctl", "-k", "--no-pager", "-o", "short-iso", f"--since=-{since}s"]
+        argv.append(f"--lines={JOURNAL_MAX_LINES}")
         res = ctx.run(self.name, argv)
         if self._usable(res, denied):
             if _log_lines(res.stdout):
-                return parse_kernel_log(res.stdout, source=" ".join(argv), now=now)
+                if res.stdout.count("\n") >= JOURNAL_MAX_LINES:
+                    _mark_cut(ctx, self.name)  # the window held more: its oldest are not read
+                return self._parse(res.stdout, source=" ".join(argv), now=now)
             empty_journal = (res.stdout, " ".join(argv))  # may hold no kernel messages
 
         res = ctx.run(self.name, ["dmesg", "--time-format", "iso"])
         if self._usable(res, denied):
-            return parse_kernel_log(res.stdout, source="dmesg --time-format iso", now=now)
+            return self._parse(res.stdout, source="dmesg --time-format iso", now=now)
         if not res.missing and not _DENIED.search(res.stderr):
             # util-linux too old for --time-format: plain seconds since boot
             res = ctx.run(self.name, ["dmesg"])
             if self._usable(res, denied):
-                return parse_kernel_log(
+                return self._parse(
                     res.stdout, source="dmesg", boot_time=self._boot_time(ctx, now), now=now
                 )
 
@@ -130,7 +164,7 @@ class KernelLogCollector:
         if log is not None:
             return log
         if empty_journal is not None:
-            return parse_kernel_log(empty_journal[0], source=empty_journal[1], now=now)
+            return self._parse(empty_journal[0], source=empty_journal[1], now=now)
         if stuck := ctx.timed_out_commands():
             # a source that exists but did not answer is a failure, not "not present"
             raise KernelLogUnanswered(f"no kernel log: timed out: {'; '.join(stuck)}")
@@ -164,6 +198,7 @@ class KernelLogCollector:
             raise CollectorUnavailable(str(exc)) from exc
         cap = ctx.kernel_log_max_bytes
         parser = KernelLogParser(str(path), now=now)
+        sieve = KernelLineSieve()
         raw: list[str] = []
         kept = 0
         try:
@@ -177,6 +212,7 @@ class KernelLogCollector:
                     raw.append(text[: MAX_RAW_CHARS - kept])
                     kept += len(raw[-1])
                 parser.feed(text)
+                sieve.feed(text)
         except OSError as exc:
             raise CollectorUnavailable(f"cannot read kernel log file {path}: {exc}") from exc
         finally:
@@ -189,6 +225,7 @@ class KernelLogCollector:
                     ev.source = source
         cut = span.truncated or kept >= MAX_RAW_CHARS
         ctx.keep_raw(self.name, source, "".join(raw), truncated=cut)
+        self._texts.append((sieve.text(), source))
         return log
 
     def _from_syslog_file(
@@ -246,9 +283,15 @@ class KernelLogCollector:
             line for r in records for line in r.split("\n") if line and not line[0].isspace()
         )
         ctx.keep_raw(self.name, str(path), text)
-        return parse_kernel_log(
-            text, source=str(path), boot_time=self._boot_time(ctx, now), now=now
-        )
+        return self._parse(text, source=str(path), boot_time=self._boot_time(ctx, now), now=now)
+
+
+def _mark_cut(ctx: CollectContext, collector: str) -> None:
+    """Record that the raw output the collector just read is not all there was."""
+    for raw in reversed(ctx.raw):
+        if raw.collector == collector:
+            raw.truncated = True
+            return
 
 
 def _named_files(ctx: CollectContext) -> list[Path]:
@@ -267,7 +310,10 @@ def _as_facts(log: KernelLog) -> Facts:
 def _stamp_reader(now: datetime) -> Callable[[str], datetime | None]:
     """Dates one line (the absolute stamp forms; None for seconds-since-boot)."""
 
+    splitter = LineSplitter(None, now)
+
     def stamp_of(line: str) -> datetime | None:
-        return split_stamp(0, line, None, now).time
+        ln = splitter.line(0, line)
+        return None if ln is None else ln.time
 
     return stamp_of

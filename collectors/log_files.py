@@ -10,6 +10,7 @@ chunks to where its lines enter a time window.
 from __future__ import annotations
 
 import os
+import select
 import stat
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -43,6 +44,9 @@ class Span:
         return f"{path} (last {_mib(self.read)} MiB of {_mib(self.size)} MiB read: the read limit)"
 
 
+FIFO_WAIT_S = 60  # longest wait for a FIFO's first writer (beyond any collector budget)
+
+
 def _mib(n: int) -> str:
     return f"{n / 2**20:.0f}" if n >= 2**20 else f"{n / 2**20:.2f}"
 
@@ -63,15 +67,15 @@ def open_log(path: Path) -> tuple[int, os.stat_result]:
             f"kernel log {path} is not a regular file or a FIFO ({_kind(st.st_mode)}): not read"
         )
     if stat.S_ISFIFO(st.st_mode):
-        # no writer yet would read as an empty log: wait for one (the collector's deadline
-        # bounds the wait), on the same FIFO (a path swapped meanwhile is refused)
-        reopened = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
-        os.close(fd)
-        fd = reopened
-        again = os.fstat(fd)
-        if (again.st_dev, again.st_ino) != (st.st_dev, st.st_ino):
+        # No writer yet would read as an empty log: wait for one (the collector's deadline
+        # bounds the wait) on this descriptor. Linux reports POLLHUP only once a writer has
+        # come and gone, so poll waits for the first writer and never misses one that has
+        # already written and closed (a blocking reopen would then wait forever).
+        poller = select.poll()
+        poller.register(fd, select.POLLIN)
+        if not poller.poll(FIFO_WAIT_S * 1000):
             os.close(fd)
-            raise LogFileError(f"kernel log {path} changed while it was opened: not read")
+            raise LogFileError(f"kernel log FIFO {path}: no writer within {FIFO_WAIT_S} s")
     os.set_blocking(fd, True)
     return fd, st
 

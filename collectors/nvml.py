@@ -279,6 +279,22 @@ class _Query:
         return out
 
 
+def _versioned_struct(
+    q: _Query, fields: list[str], struct: str, version: str, function: str, what: str
+) -> Any:
+    """Fill one of NVML's versioned structs (``struct.version`` set first) for the GPU,
+    or mark ``fields`` and return None: an nvidia-ml-py too old to know the struct is
+    "not supported", a failed call is marked by the query as any other."""
+    struct_t = getattr(q.nv, struct, None)
+    if struct_t is None:
+        q.mark(q.gpu, fields, UnavailableReason.NOT_SUPPORTED, f"{what}: not in this nvidia-ml-py")
+        return None
+    value = struct_t()
+    value.version = getattr(q.nv, version, 0)
+    got = q.call(q.gpu, fields, [function], q.handle, ctypes.byref(value))
+    return None if got is _MISSING else value
+
+
 def _error_text(nv: Any, code: int) -> str:
     try:
         return str(nv.NVMLError(code))
@@ -403,6 +419,7 @@ class NvmlCollector:
                 )
             facts.gpus.append(res.gpu)
             facts.processes.extend(res.processes)
+            facts.errors.extend(res.errors)
             facts.nvlinks.extend(res.nvlinks)
 
     # ------------------------------------------------------------------ one GPU
@@ -516,6 +533,13 @@ class NvmlCollector:
             g.memory_total_mib = round(mem.total / 2**20, 2)
         _set(q, "power_draw_w", ["nvmlDeviceGetPowerUsage"], (h,), lambda v: v / 1000.0)
         _set(q, "power_limit_w", ["nvmlDeviceGetEnforcedPowerLimit"], (h,), lambda v: v / 1000.0)
+        _set(
+            q,
+            "power_limit_default_w",
+            ["nvmlDeviceGetPowerManagementDefaultLimit"],
+            (h,),
+            lambda v: v / 1000.0,
+        )
         sensor = getattr(nv, "NVML_TEMPERATURE_GPU", 0)
         # TemperatureV is the new API; old drivers/bindings only have the deprecated call.
         temp = q.call(
@@ -541,6 +565,23 @@ class NvmlCollector:
             (h, getattr(nv, "NVML_TEMPERATURE_THRESHOLD_SHUTDOWN", 0)),
             float,
         )
+        for fname, const in _THRESHOLDS:
+            # Newer thresholds (GPU_MAX, MEM_MAX, the acoustic target) are missing from
+            # old bindings: the constant is looked up, never assumed.
+            code = getattr(nv, const, None)
+            if code is None:
+                g.mark_unavailable(
+                    fname, UnavailableReason.NOT_SUPPORTED, f"{const}: not in this nvidia-ml-py"
+                )
+                continue
+            _set(q, fname, ["nvmlDeviceGetTemperatureThreshold"], (h, code), float)
+        _set(
+            q,
+            "temperature_memory_max_c",
+            ["nvmlDeviceGetTemperatureThreshold"],
+            (h, getattr(nv, "NVML_TEMPERATURE_THRESHOLD_MEM_MAX", 2)),
+            float,
+        )
         _set(
             q,
             "performance_state",
@@ -559,6 +600,21 @@ class NvmlCollector:
         clock_sm = getattr(nv, "NVML_CLOCK_SM", 1)
         _set(q, "clocks_sm_mhz", ["nvmlDeviceGetClockInfo"], (h, clock_sm), float)
         _set(q, "clocks_sm_max_mhz", ["nvmlDeviceGetMaxClockInfo"], (h, clock_sm), float)
+        graphics = getattr(nv, "NVML_CLOCK_GRAPHICS", 0)
+        _set(
+            q,
+            "clocks_applications_graphics_mhz",
+            ["nvmlDeviceGetApplicationsClock"],
+            (h, graphics),
+            float,
+        )
+        _set(
+            q,
+            "clocks_default_applications_graphics_mhz",
+            ["nvmlDeviceGetDefaultApplicationsClock"],
+            (h, graphics),
+            float,
+        )
         _set(q, "fan_speed_pct", ["nvmlDeviceGetFanSpeed"], (h,), float)
         mem_temp_fid = getattr(nv, "NVML_FI_DEV_MEMORY_TEMP", _FI_MEMORY_TEMP)
         wanted: list[tuple[FactModel, str, int | tuple[int, int]]] = [
@@ -651,18 +707,17 @@ class NvmlCollector:
 
     def _sram(self, q: _Query) -> None:
         """SRAM ECC counters and NVIDIA's SRAM threshold flag (R550+, Ampere and later)."""
-        g, nv = q.gpu, q.nv
+        g = q.gpu
         fields = ["sram_corrected", "sram_uncorrected", "sram_threshold_exceeded"]
-        struct_t = getattr(nv, "c_nvmlEccSramErrorStatus_v1_t", None)
-        if struct_t is None:
-            q.mark(
-                g, fields, UnavailableReason.NOT_SUPPORTED, "SRAM status: not in this nvidia-ml-py"
-            )
-            return
-        status = struct_t()
-        status.version = getattr(nv, "nvmlEccSramErrorStatus_v1", 0)
-        got = q.call(g, fields, ["nvmlDeviceGetSramEccErrorStatus"], q.handle, ctypes.byref(status))
-        if got is _MISSING:
+        status = _versioned_struct(
+            q,
+            fields,
+            "c_nvmlEccSramErrorStatus_v1_t",
+            "nvmlEccSramErrorStatus_v1",
+            "nvmlDeviceGetSramEccErrorStatus",
+            "SRAM status",
+        )
+        if status is None:
             return
         g.sram_corrected = int(status.aggregateCor)
         g.sram_uncorrected = int(status.aggregateUncParity) + int(status.aggregateUncSecDed)
@@ -672,16 +727,15 @@ class NvmlCollector:
         """NVLink fabric registration (NVSwitch / multi-node NVLink systems) and its health."""
         g, nv = q.gpu, q.nv
         fields = ["fabric_state", "fabric_status", "fabric_health"]
-        struct_t = getattr(nv, "c_nvmlGpuFabricInfo_v3_t", None)
-        if struct_t is None:
-            q.mark(
-                g, fields, UnavailableReason.NOT_SUPPORTED, "fabric info: not in this nvidia-ml-py"
-            )
-            return
-        info = struct_t()
-        info.version = getattr(nv, "nvmlGpuFabricInfo_v3", 0)
-        got = q.call(g, fields, ["nvmlDeviceGetGpuFabricInfoV"], q.handle, ctypes.byref(info))
-        if got is _MISSING:
+        info = _versioned_struct(
+            q,
+            fields,
+            "c_nvmlGpuFabricInfo_v3_t",
+            "nvmlGpuFabricInfo_v3",
+            "nvmlDeviceGetGpuFabricInfoV",
+            "fabric info",
+        )
+        if info is None:
             return
         state = _FABRIC_STATES.get(int(info.state))
         if state is None or state == "not_supported":
@@ -710,9 +764,9 @@ class NvmlCollector:
         _set(q, "pcie_link_width_max", ["nvmlDeviceGetMaxPcieLinkWidth"], (h,), int)
         _set(q, "pcie_replay_count", ["nvmlDeviceGetPcieReplayCounter"], (h,), int)
         _set(q, "persistence_mode", ["nvmlDeviceGetPersistenceMode"], (h,), bool)
-        mig = q.call(g, ["mig_mode"], ["nvmlDeviceGetMigMode"], h)
+        mig = q.call(g, ["mig_mode", "mig_mode_pending"], ["nvmlDeviceGetMigMode"], h)
         if mig is not _MISSING:
-            g.mig_mode = bool(mig[0])
+            g.mig_mode, g.mig_mode_pending = bool(mig[0]), bool(mig[1])
         mode = q.call(g, ["compute_mode"], ["nvmlDeviceGetComputeMode"], h)
         if mode is not _MISSING:
             g.compute_mode = _COMPUTE_MODES.get(int(mode), f"unknown_{int(mode)}")
@@ -730,6 +784,22 @@ class NvmlCollector:
             q.handle,
         )
         if procs is _MISSING:
+            why = g.unavailable.get("process_count")
+            if why is not None and why.reason is UnavailableReason.ERROR:
+                res.errors.append(
+                    ErrorTextEvent(
+                        signature="nvml-process-query-failed",
+                        cause="gpu_processes_unreadable",
+                        component="driver",
+                        verified=True,
+                        message=f"GPU {g.index}: the running-process query failed: {why.detail}",
+                        raw=why.detail,
+                        pci_bus_id=g.pci_bus_id,
+                        gpu_index=g.index,
+                        count=1,
+                        source="nvml",
+                    )
+                )
             return
         g.process_count = len(procs)
         for p in procs:
@@ -859,11 +929,22 @@ REMOTE_TYPES = {0: "gpu", 1: "ibmnpu", 2: "switch"}
 class _GpuResult:
     gpu: GpuFacts
     processes: list[GpuProcess] = field(default_factory=list)
+    errors: list[ErrorTextEvent] = field(default_factory=list)
     nvlinks: list[NvlinkFacts] = field(default_factory=list)
 
 
 def _unavailable(reason: UnavailableReason, detail: str) -> Unavailable:
     return Unavailable(reason=reason, detail=detail)
+
+
+# GpuFacts field -> the nvmlTemperatureThresholds_t constant naming it (slowdown and
+# shutdown are read above with their fallbacks; these came later).
+_THRESHOLDS = (
+    ("temperature_max_operating_c", "NVML_TEMPERATURE_THRESHOLD_GPU_MAX"),
+    ("temperature_target_c", "NVML_TEMPERATURE_THRESHOLD_ACOUSTIC_CURR"),
+    ("temperature_target_min_c", "NVML_TEMPERATURE_THRESHOLD_ACOUSTIC_MIN"),
+    ("temperature_target_max_c", "NVML_TEMPERATURE_THRESHOLD_ACOUSTIC_MAX"),
+)
 
 
 def _set(

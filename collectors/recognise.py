@@ -63,13 +63,28 @@ ERROR_TEXT_ANCHOR = _error_text_anchor()
 
 DETECTORS: tuple[Detector, ...] = (
     Detector(
+        "docker-info",
+        anchor=(
+            r"^\s*Runtimes:\s+\S|^\s*Default Runtime:\s+\S|^Client:\s+Docker Engine"
+            r"|\"DefaultRuntime\"\s*:"
+        ),
+        member=r"^\s*[A-Za-z][\w .()/-]{0,60}:(?:\s|$)|^\s+\S",
+        command=r"\bdocker\s+(?:system\s+)?info\b",
+    ),
+    Detector(
+        "nvidia-ctk-cdi-list",
+        anchor=r"\bFound\s+\d+\s+CDI\s+devices?\b|^\s*nvidia\.com/gpu=\S+\s*$",
+        member=r"^\s*[a-z0-9.-]+/[a-z0-9.-]+=\S+\s*$|^(?:INFO|WARN|ERRO)\[\d+\]",
+        command=r"\bnvidia-ctk\s+cdi\s+list\b",
+    ),
+    Detector(
         "nvidia-smi-q",
         anchor=(
             r"^\s*=+\s*NVSMI LOG\s*=+\s*$|^\s*Attached GPUs\s+:\s*\d"
             r"|^GPU [0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7]\s*$"
             r"|^\s*(?:Clocks (?:Event|Throttle) Reasons|Clock Throttle Reasons|Remapped Rows"
             r"|Retired Pages|ECC Errors|Ecc Errors|FB Memory Usage|BAR1 Memory Usage"
-            r"|GPU Power Readings|Power Readings|Max Clocks|Fabric)\s*$"
+            r"|GPU Power Readings|Power Readings|Max Clocks|Fabric|MIG Mode)\s*$"
         ),
         member=r"^\s*[A-Za-z][^:|]{0,80}?\s:(?:\s|$)|^\s{2,}[A-Z][\w ./()+-]{0,80}$",
         command=r"nvidia-smi\b.*(?:\s-q\b|\s--query(?:\s|$)|\s-a\b|\s-q?d\s)",
@@ -231,6 +246,7 @@ DETECTORS: tuple[Detector, ...] = (
         ),
         member=_KUBE_MEMBER,
         command=r"kubectl\s+describe\s+(?:pods?|po)\b",
+        yields_to=("docker-info",),  # docker info has a "Containers:" line too
         wraps=True,
     ),
     Detector(
@@ -289,6 +305,12 @@ DETECTORS: tuple[Detector, ...] = (
         ),
         command=(r"fabricmanager\.log|\bjournalctl\b.*-u\s*nvidia-fabricmanager"),
         wraps=True,
+    ),
+    Detector(
+        "mountstats",
+        anchor=r"^device \S+ mounted on \S+ with fstype \S+",
+        member=r"^\s+\S",
+        command=r"mountstats\b",
     ),
     Detector(
         "kernel-log",

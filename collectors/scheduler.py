@@ -8,13 +8,28 @@ unavailable with the reason, so the rules can tell "no GPUs advertised" (0) from
 
 from __future__ import annotations
 
+import errno
 import json
+import os
 import re
 import socket
+import stat
 from typing import Any
 
 from gpu_triage.collectors.base import CollectContext, CollectorUnavailable
+from gpu_triage.collectors.merge import merge_fields
+from gpu_triage.collectors.parsers.container_runtime import (
+    CDI_GPU_KIND,
+    cdi_list_facts,
+    cdi_spec_devices,
+    containerd_cdi_enabled,
+    daemon_json_facts,
+    docker_info_facts,
+    toolkit_mode,
+)
+from gpu_triage.collectors.parsers.kubectl import container_runtime_name
 from gpu_triage.io.commands import CommandResult
+from gpu_triage.io.yamlio import YamlError, load_one
 from gpu_triage.model.facts import Facts, SchedulerFacts, UnavailableReason
 
 GPU_RESOURCE = "nvidia.com/gpu"
@@ -122,6 +137,10 @@ class KubernetesCollector:
             sched.k8s_node_gpu_allocatable = _int(
                 (status.get("allocatable") or {}).get(GPU_RESOURCE)
             )
+            info = status.get("nodeInfo") or {}
+            sched.k8s_container_runtime = container_runtime_name(
+                str(info.get("containerRuntimeVersion") or "")
+            )
 
         pod_fields = ("k8s_gpu_requested", "k8s_pods_with_gpu", "k8s_pods_pending_gpu")
         res = self._kubectl(
@@ -222,20 +241,103 @@ def containerd_uses_nvidia(text: str) -> bool:
     return _CONTAINERD_NVIDIA.search(_uncommented(text)) is not None
 
 
+MAX_CONFIG_BYTES = 1 << 20  # a runtime configuration or a CDI spec larger is no config
+MAX_CDI_FILES = 64
+CDI_DIRS = (("etc", "cdi"), ("var", "run", "cdi"))
+
+
+def read_config(path: os.PathLike[str] | str, max_bytes: int = MAX_CONFIG_BYTES) -> str | None:
+    """A system configuration file read as root safely: None when absent. A symbolic link,
+    a FIFO or a device, a file owned by another user (not root, not us) or one larger than
+    ``max_bytes`` is refused with an OSError naming it: never followed, blocked on or
+    read whole."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise OSError(f"{os.fspath(path)}: is a symbolic link: not followed") from None
+        raise
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise OSError(f"{os.fspath(path)}: not a regular file: not read")
+        if st.st_uid not in (0, os.geteuid()):
+            raise OSError(f"{os.fspath(path)}: owned by uid {st.st_uid}, not root: not read")
+        chunks: list[bytes] = []
+        size = 0
+        while size <= max_bytes and (chunk := os.read(fd, 1 << 16)):
+            chunks.append(chunk)
+            size += len(chunk)
+        if size > max_bytes:
+            raise OSError(f"{os.fspath(path)}: larger than {max_bytes} bytes: not read")
+    finally:
+        os.close(fd)
+    return b"".join(chunks).decode("utf-8", errors="replace")
+
+
 class ContainerRuntimeCollector:
-    """Is a container runtime wired to the NVIDIA container toolkit?"""
+    """Is a container runtime wired to the NVIDIA container toolkit? Docker's runtimes and
+    default runtime, containerd/CRI-O runtime entries, the toolkit's mode and CDI specs."""
 
     name = "container_runtime"
     kinds = ("scheduler",)
 
+    def __init__(self) -> None:
+        self._refused: list[str] = []
+
     def _read(self, ctx: CollectContext, *parts: str) -> str | None:
         path = ctx.path(*parts)
         try:
-            text = path.read_text(errors="replace")
-        except OSError:
+            text = read_config(path)
+        except OSError as exc:
+            self._refused.append(str(exc) if os.fspath(path) in str(exc) else f"{path}: {exc}")
             return None
-        ctx.keep_raw(self.name, "/" + "/".join(parts), text)
+        if text is not None:
+            ctx.keep_raw(self.name, "/" + "/".join(parts), text)
         return text
+
+    def _cdi_specs(self, ctx: CollectContext) -> tuple[int, int]:
+        """(spec files, nvidia.com/gpu devices they define) in the CDI spec folders."""
+        files = devices = 0
+        for parts in CDI_DIRS:
+            try:
+                with os.scandir(ctx.path(*parts)) as it:
+                    entries = sorted(
+                        (e.name for e in it if e.is_file(follow_symlinks=False)),
+                    )[:MAX_CDI_FILES]
+            except OSError:
+                continue
+            for name in entries:
+                if not name.endswith((".yaml", ".yml", ".json")):
+                    continue
+                text = self._read(ctx, *parts, name)
+                if text is None:
+                    continue
+                files += 1
+                try:
+                    kind, count = cdi_spec_devices(load_one(text, "/" + "/".join([*parts, name])))
+                except YamlError:
+                    continue
+                if kind == CDI_GPU_KIND:
+                    devices += count
+        return files, devices
+
+    def _docker(self, ctx: CollectContext, daemon_json: str | None) -> SchedulerFacts | None:
+        res = ctx.run(
+            self.name,
+            ["docker", "info", "--format", "{{json .}}"],
+            min(ctx.command_timeout_s, 10.0),
+        )
+        info = docker_info_facts(res.stdout, "docker info") if res.ok else None
+        if daemon_json is not None:
+            configured = daemon_json_facts(daemon_json)
+            if info is None:
+                return configured  # the daemon is down or the CLI is absent: its config
+            if configured is not None:
+                merge_fields(info, configured)
+        return info
 
     def _dropins(self, ctx: CollectContext, *parts: str) -> list[tuple[str, str]]:
         folder = ctx.path(*parts)
@@ -273,7 +375,10 @@ class ContainerRuntimeCollector:
             res = ctx.run(self.name, argv, min(ctx.command_timeout_s, 10.0))
             if not res.missing:
                 tools.append(argv[0])
-        if not configs and not tools:
+        docker_facts = self._docker(ctx, docker)
+        toolkit = self._read(ctx, "etc", "nvidia-container-runtime", "config.toml")
+        spec_files, spec_devices = self._cdi_specs(ctx)
+        if not configs and not tools and docker_facts is None and not spec_files:
             raise CollectorUnavailable(
                 "no Docker/containerd/CRI-O configuration and no NVIDIA container toolkit"
             )
@@ -288,6 +393,26 @@ class ContainerRuntimeCollector:
         )
         # A runtime entry pointing at an uninstalled toolkit fails at container start.
         sched.container_runtime_nvidia = bool(wired) and bool(tools)
+        if docker_facts is not None:
+            merge_fields(sched, docker_facts)
+        if toolkit is not None:
+            sched.container_toolkit_mode = toolkit_mode(toolkit)
+        for _path, text in files:
+            if "/containerd/" in _path and sched.containerd_cdi_enabled is None:
+                sched.containerd_cdi_enabled = containerd_cdi_enabled(text)
+        sched.cdi_spec_files = spec_files
+        sched.cdi_nvidia_devices = spec_devices
+        if not spec_devices and "nvidia-ctk" in tools:
+            # specs may live elsewhere (a configured spec dir): ask the toolkit
+            res = ctx.run(
+                self.name, ["nvidia-ctk", "cdi", "list"], min(ctx.command_timeout_s, 10.0)
+            )
+            listed = cdi_list_facts(res.stdout + "\n" + res.stderr) if res.ok else None
+            if listed is not None and listed.cdi_nvidia_devices:
+                sched.cdi_nvidia_devices = listed.cdi_nvidia_devices
+        if self._refused:
+            sched.source = "; ".join([sched.source or "", *self._refused[:4]])
+            self._refused = []
         facts.scheduler = sched
 
 

@@ -42,6 +42,9 @@ from gpu_triage.engine.model import (
 )
 from gpu_triage.model.catalog import kinds
 
+# How a disabled rule's reason names its overlay (see _Overlays.disable).
+_OVERLAY_OF = re.compile(r"\(overlay '([^']+)'\)$")
+
 # Kinds that are not collected facts.
 SPECIAL_KINDS = {"params", "answer", "concl"}
 MAX_BINDING_KINDS = 2
@@ -105,6 +108,14 @@ class Rulebook:
     # (register, bit) -> (class, meaning) for Xid 74; Xid -> decode rows for 144-150
     xid74_bits: dict[tuple[int, int], tuple[str, str]] = field(default_factory=dict)
     nvlink5_rules: dict[int, list[Nvlink5Rule]] = field(default_factory=dict)
+
+    @functools.cached_property
+    def overlays(self) -> list[str]:
+        """The site overlays that changed this rulebook (params, severity, disabled), in
+        the order first seen."""
+        names = [n for r in self.rules for n in r.overridden_by]
+        names += [m.group(1) for m in map(_OVERLAY_OF.search, self.disabled.values()) if m]
+        return list(dict.fromkeys(names))
 
     @functools.cached_property
     def kind_fields(self) -> dict[str, tuple[str, ...]]:

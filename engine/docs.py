@@ -6,7 +6,7 @@ import shlex
 
 from gpu_triage.engine import expr as E
 from gpu_triage.engine.compiler import CompiledRule, Rulebook
-from gpu_triage.engine.model import STAGE_MEANING, Stage
+from gpu_triage.engine.model import STAGE_MEANING, Param, Stage
 
 
 def _one_line(text: str) -> str:
@@ -23,6 +23,7 @@ def rules_markdown(book: Rulebook) -> str:
         "(FD1 -> FD4, hardware, readiness), then by rule order.",
         "",
     ]
+    lines += _overlay_header(book)
     for stage in Stage:
         rules = [r for r in book.rules if r.rule.stage is stage]
         if not rules:
@@ -58,18 +59,47 @@ def rules_markdown(book: Rulebook) -> str:
     return "\n".join(lines).rstrip() + "\n"
 
 
+def _overlay_header(book: Rulebook) -> list[str]:
+    names = book.overlays
+    if not names and not book.disabled:
+        return []
+    out = ["Site overlays applied: " + (", ".join(f"`{n}`" for n in names) or "none") + ".", ""]
+    changed = [r for r in book.rules if r.overridden_by]
+    if changed:
+        out.append("Changed by overlays: " + ", ".join(f"`{r.id}`" for r in changed) + ".")
+        out.append("")
+    if book.disabled:
+        out += ["Disabled:", ""]
+        out += [f"- `{rid}`: {_one_line(why)}" for rid, why in sorted(book.disabled.items())]
+        out.append("")
+    return out
+
+
 def rule_markdown(r: CompiledRule) -> str:
     """One rule as its catalogue section (``gpu-triage rules show``)."""
     return "\n".join(_rule_section(r))
 
 
+def _param(name: str, p: Param, value: object) -> str:
+    """A parameter as it applies: its effective value, the packaged default beside it
+    when an overlay changed it (so `When` and `Params` never disagree)."""
+    unit = p.unit and " " + p.unit
+    text = f"`{name}` = {value}{unit}"
+    if value != p.default:
+        text += f" (packaged default {p.default})"
+    return text + (f" ({p.doc})" if p.doc else "")
+
+
 def _rule_section(r: CompiledRule) -> list[str]:
     rule = r.rule
+    severity = r.severity.value
+    if r.severity is not rule.severity:
+        severity += f" (packaged: {rule.severity.value})"
     out = [
         f"### {r.id}",
         "",
         f"**{_one_line(rule.title)}** (v{rule.version}, "
-        f"{r.severity.value}, stage {rule.stage.value}"
+        f"{severity}, stage {rule.stage.value}"
         + (f", group `{rule.group}`" if rule.group else "")
         + (f", concludes `concl.{rule.concludes}`" if rule.concludes else "")
         + ")",
@@ -80,11 +110,10 @@ def _rule_section(r: CompiledRule) -> list[str]:
         f"- **When:** `{E.render(r.expr)}`",
     ]
     if rule.params:
-        ps = ", ".join(
-            f"`{k}` = {p.default}{p.unit and ' ' + p.unit}" + (f" ({p.doc})" if p.doc else "")
-            for k, p in rule.params.items()
-        )
+        ps = ", ".join(_param(k, p, r.params.get(k, p.default)) for k, p in rule.params.items())
         out.append(f"- **Params:** {ps}")
+    if r.overridden_by:
+        out.append("- **Changed by overlay:** " + ", ".join(f"`{n}`" for n in r.overridden_by))
     if rule.evidence:
         out.append("- **Evidence:** " + ", ".join(f"`{e}`" for e in rule.evidence))
     facts = [p for p in r.reads if p.partition(".")[0] not in ("answer", "concl")]

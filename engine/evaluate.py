@@ -10,15 +10,16 @@ from __future__ import annotations
 
 import gc
 import operator
-import re
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
 from gpu_triage.engine import expr as E
+from gpu_triage.engine import templates
 from gpu_triage.engine.backend import Backend, BackendFailure, ReferenceBackend
 from gpu_triage.engine.compiler import CompiledRule, Rulebook
+from gpu_triage.engine.consistency import HEALTHY_TAG, critical_gpus, healthy_bindings
 from gpu_triage.engine.durable_backend import shared_backend
 from gpu_triage.engine.enrich import enrich
 from gpu_triage.engine.findings import (
@@ -286,6 +287,7 @@ def build_document(
     confirm: list[Finding] = []
     fired_ids: set[str] = set()
     folded: dict[tuple[str, str], tuple[Finding, set[str]]] = {}
+    decisions = _without_contradictions(decisions)
     for d in decisions:
         if d.status is Status.FIRED and d.rule.group_by:
             # Fold before building: one finding per rule and grouping values, however
@@ -359,6 +361,7 @@ def build_document(
             rules=len(book.rules),
             sources=book.sources,
             disabled=book.disabled,
+            overlays=book.overlays,
         ),
         summary=summary,
         findings=fired,
@@ -366,6 +369,25 @@ def build_document(
         needs_confirmation=confirm,
         conclusions=dict(concl.node),
     )
+
+
+def _without_contradictions(decisions: list[Decision]) -> list[Decision]:
+    """No reassuring finding for a GPU with a critical one (engine.consistency)."""
+    reassuring = [d for d in decisions if HEALTHY_TAG in d.rule.rule.tags]
+    if not reassuring:
+        return decisions
+    failing = critical_gpus((d.rule.severity, d.status, [d.binding, *d.same]) for d in decisions)
+    if not failing:
+        return decisions
+    out: list[Decision] = []
+    for d in decisions:
+        if HEALTHY_TAG in d.rule.rule.tags:
+            kept = healthy_bindings([d.binding, *d.same], failing)
+            if not kept:
+                continue
+            d = replace(d, binding=kept[0], same=kept[1:])
+        out.append(d)
+    return out
 
 
 def make_finding(inp: EvalInput, d: Decision, concl: Conclusions) -> Finding:
@@ -395,7 +417,7 @@ def make_finding(inp: EvalInput, d: Decision, concl: Conclusions) -> Finding:
     return Finding(
         rule_id=rule.id,
         rule_version=rule.rule.version,
-        title=render_text(rule.rule.title, ev),
+        title=render_text(rule.rule.title, ev, segments=status is Status.FIRED),
         severity=rule.severity,
         stage=rule.rule.stage,
         status=status,
@@ -403,9 +425,9 @@ def make_finding(inp: EvalInput, d: Decision, concl: Conclusions) -> Finding:
         rule_file=rule.file,
         subject=subject_label(d.binding, inp.hostname),
         subject_key=subject_key(d.binding),
-        symptom=render_text(rule.rule.symptom, ev),
-        cause=render_text(rule.rule.cause, ev),
-        fix=render_text(rule.rule.fix, ev),
+        symptom=render_text(rule.rule.symptom, ev, fired=status is Status.FIRED),
+        cause=render_text(rule.rule.cause, ev, fired=status is Status.FIRED),
+        fix=render_text(rule.rule.fix, ev, fired=status is Status.FIRED),
         evidence=evidence(rule, ev),
         missing=missing,
         questions=questions,
@@ -437,49 +459,18 @@ def fill_runbook(steps: list[RunbookStep], ev: Evaluator, hostname: str) -> list
     return out
 
 
-_TEMPLATE = re.compile(r"\{([a-z_]+)\.([a-z0-9_]+)\}")
+def render_text(text: str, ev: Evaluator, *, segments: bool = True, fired: bool = True) -> str:
+    """Fill ``{kind.field}`` placeholders with the bound values; an optional ``[[...]]``
+    segment whose values are not all known is left out (engine.templates), and every
+    segment when ``segments`` is false (the title of a rule that did not fire)."""
 
+    def lookup(ref: E.Ref) -> tuple[bool, Any]:
+        v = ev.ref(ref)
+        return v.known, v.value
 
-def render_text(text: str, ev: Evaluator) -> str:
-    """Fill ``{kind.field}`` placeholders with the bound values ("?" when unknown)."""
-    parts = _template_parts(text)
-    if len(parts) == 1 and isinstance(parts[0], str):
-        return parts[0]
-    out = []
-    for part in parts:
-        if isinstance(part, str):
-            out.append(part)
-        else:
-            v = ev.ref(part)
-            out.append(_fmt(v.value) if v.known else "?")
-    return "".join(out)
-
-
-_PARTS: dict[str, list[str | E.Ref]] = {}
-
-
-def _template_parts(text: str) -> list[str | E.Ref]:
-    """A text split once into literals and the fact references it shows (rule texts are
-    few and rendered for every finding)."""
-    hit = _PARTS.get(text)
-    if hit is not None:
-        return hit
-    parts: list[str | E.Ref] = []
-    stripped = text.strip()
-    pos = 0
-    for m in _TEMPLATE.finditer(stripped):
-        kind, name = m.group(1), m.group(2)
-        known = kind in ("answer", "concl") or (kind in kinds() and name in kinds()[kind].fields)
-        if not known:
-            continue
-        parts.append(stripped[pos : m.start()])
-        parts.append(E.Ref(kind, name))
-        pos = m.end()
-    parts.append(stripped[pos:])
-    parts = [p for p in parts if p != ""] or [""]
-    if len(_PARTS) < 10_000:
-        _PARTS[text] = parts
-    return parts
+    return templates.render(
+        text, lookup, _fmt, with_segments=segments, on_missing=None if fired else templates.not_seen
+    )
 
 
 def _fmt(value: Any) -> str:
@@ -600,7 +591,11 @@ class CompetingCauses:
         binds, by_bus = self._bindings(other)
         idx = sorted(i for bus in buses for i in by_bus.get(bus, ()))
         related = [binds[i] for i in idx] if idx else binds
-        title = render_text(other.rule.title, Evaluator(inp, related[0] if related else {}, concl))
+        title = render_text(
+            other.rule.title,
+            Evaluator(inp, related[0] if related else {}, concl),
+            segments=False,
+        )
         # One evaluation per distinct set of values the rule reads (classes keep order).
         # No binding at all (a node where the driver enumerates no GPU): nothing to try.
         classes = (

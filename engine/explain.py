@@ -124,6 +124,48 @@ def render_explanation(x: Explanation) -> str:
     return "\n".join(lines)
 
 
+def explanation_json(x: Explanation) -> dict[str, Any]:
+    """The explanation as data: the same clauses, values and deciding marks as the text
+    (``render_explanation``), the condition as a tree per binding."""
+    r = x.rule
+    return {
+        "rule_id": r.id,
+        "rule_version": r.rule.version,
+        "title": r.rule.title,
+        "severity": r.severity.value,
+        "stage": r.rule.stage.value,
+        "file": r.file,
+        "when": x.condition,
+        "params": x.params,
+        "note": x.note,
+        "bindings": [
+            {
+                "subject": b.subject,
+                "outcome": b.outcome,
+                "decided_by": b.decided_by,
+                "missing": b.missing,
+                "tree": _tree_json(b.tree) if b.tree is not None else None,
+            }
+            for b in x.bindings
+        ],
+    }
+
+
+def _tree_json(n: WhyNode) -> dict[str, Any]:
+    node: dict[str, Any] = {"result": n.result, "deciding": n.deciding}
+    if n.children:
+        node["op"] = n.op
+        node["operands"] = [_tree_json(k) for k in n.children]
+    else:
+        node["clause"] = n.text
+        node["values"] = {k: _json_value(v) for k, v in n.values.items()}
+    return node
+
+
+def _json_value(v: Any) -> Any:
+    return v if v is None or isinstance(v, bool | int | float | str) else str(v)
+
+
 def _leaves(n: WhyNode) -> list[WhyNode]:
     """Leaves on the deciding path, in order."""
     if not n.children:

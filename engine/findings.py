@@ -24,7 +24,7 @@ class Status(StrEnum):
 
 
 class Model(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
 
 class EvidenceItem(Model):
@@ -113,6 +113,9 @@ class RulebookInfo(Model):
     rules: int
     sources: list[str]
     disabled: dict[str, str] = Field(default_factory=dict)
+    overlays: list[str] = Field(
+        default_factory=list, description="site overlays that changed params, severities or rules"
+    )
 
 
 class Summary(Model):

@@ -160,8 +160,11 @@ def subject_label(binding: Binding, hostname: str = "") -> str:
 def describe(kind: str, item: FactModel) -> str:
     get = item.__dict__.get
     if kind == "gpu":
-        idx = get("index")
-        return f"GPU {idx if idx is not None else '?'} ({get('pci_bus_id') or 'no bus id'})"
+        idx, bus = get("index"), get("pci_bus_id")
+        # Phrased around what is not known, never a "?" in its place.
+        if idx is None:
+            return f"GPU at {bus}" if bus else "a GPU with neither index nor bus id"
+        return f"GPU {idx} ({bus})" if bus else f"GPU {idx} (bus id not known)"
     if kind in ("xid", "sxid"):
         return f"{kind.upper()} {get('code')} on {get('pci_bus_id') or 'unknown device'}" + (
             f" (line {get('line')})" if get("line") else ""

@@ -8,8 +8,9 @@ from pathlib import Path
 
 from gpu_triage.engine.compiler import compile_rulebook
 from gpu_triage.engine.coverage import load_knowledge_map
-from gpu_triage.engine.loader import Diagnostic, load_paths
+from gpu_triage.engine.loader import BUILTIN, Diagnostic, load_paths
 from gpu_triage.engine.placeholders import bare_placeholders, unknown_placeholders
+from gpu_triage.engine.templates import problems as text_problems
 from gpu_triage.io.yamlio import Located
 
 _REFERENCE = re.compile(r"^((guide|fleet|xid|hw)/[A-Za-z0-9_-]+|https?://\S+)$")
@@ -25,17 +26,25 @@ def lint(
     *,
     include_builtin: bool = False,
     allow_untrusted: bool = True,
+    only_paths: bool = False,
 ) -> list[Diagnostic]:
     """Lint rule files. ``known_parsers``: the runbook parser names that exist (the caller
-    knows them: the engine does not import the collectors)."""
+    knows them: the engine does not import the collectors). ``only_paths``: the packaged
+    rulebook is loaded for reference (an overlay names its rules, a site rule may read its
+    conclusions) but only problems in ``paths`` are reported."""
     raw = load_paths(paths, include_builtin=include_builtin, allow_untrusted=allow_untrusted)
     book, diags = compile_rulebook(raw)
     out = list(raw.diagnostics) + diags
+    if only_paths:
+        out = [d for d in out if _within(d.file, paths)]
     parsers = set(known_parsers)
     known_ids = knowledge_map_ids()
     compiled = {r.id for r in book.rules}
+    exprs = {r.id: r.expr for r in book.rules}
     for lr in raw.rules:
         rule, loc = lr.rule, lr.loc
+        if only_paths and lr.rulebook == BUILTIN:
+            continue
         if rule.id not in compiled and rule.id not in book.disabled:
             continue  # already reported
         if not rule.tests:
@@ -52,6 +61,11 @@ def lint(
                 out.append(
                     Diagnostic(loc.file, line, col, f"rule '{rule.id}' has no {missing} test case")
                 )
+        if rule.id in exprs:
+            texts = {"symptom": rule.symptom, "cause": rule.cause, "fix": rule.fix}
+            for key, message in text_problems(rule.title, texts, exprs[rule.id]):
+                line, col = loc.where((key,))
+                out.append(Diagnostic(loc.file, line, col, f"rule '{rule.id}': {message}", "error"))
         for i, ref in enumerate(rule.references):
             if (
                 _REFERENCE.match(ref)
@@ -101,6 +115,19 @@ def lint(
                     )
                 )
     return sorted(set(out))
+
+
+def _within(file: str, paths: list[Path]) -> bool:
+    """Whether a diagnostic's file is one of ``paths`` or below one of them."""
+    try:
+        f = Path(file).resolve()
+    except (OSError, RuntimeError):
+        return True  # cannot tell: show it rather than hide it
+    for p in paths:
+        base = p.resolve()
+        if f == base or base in f.parents:
+            return True
+    return False
 
 
 def _parameter_problems(loc: Located, i: int, command: list[str]) -> list[Diagnostic]:

@@ -33,6 +33,8 @@ SYMPTOMS: dict[Symptom, SymptomInfo] = {
                 "gpu-waiting-off-node",
                 "rank-step-time-imbalance",
                 "ib-port-not-active",
+                "ib-port-disabled-or-polling",
+                "ib-port-flapping",
                 "ib-port-errors",
                 "nvlink-links-down",
                 "gpu-lost-nvml",

@@ -20,6 +20,7 @@ _DERIVED = ("answer.", "concl.")
 class UnknownCause:
     cause: str  # in words: "nvml unavailable: NVML library not found"
     rules: list[str] = field(default_factory=list)  # rule ids, first seen first
+    facts: list[str] = field(default_factory=list)  # the missing facts it stands for
     subjects: int = 0  # findings (rule x subject) it stands for
 
 
@@ -31,14 +32,21 @@ def counted(n: int, word: str) -> str:
 def _cause(m: MissingFact) -> str:
     if m.detail:
         return m.detail
+    if m.reason == "not_collected" and "." in m.path:
+        # A field nothing filled in (a paste without it, an older snapshot): one cause per
+        # kind, the fields listed beside it, not one line per field.
+        return f"{m.path.partition('.')[0]} facts not collected"
     return f"{m.path}: {m.reason.replace('_', ' ')}"
+
+
+def _direct(f: Finding) -> list[MissingFact]:
+    direct = [m for m in f.missing if not m.path.startswith(_DERIVED)]
+    return direct or f.missing
 
 
 def finding_causes(f: Finding) -> tuple[str, ...]:
     """The distinct causes of one finding's missing facts, in the order they appear."""
-    direct = [m for m in f.missing if not m.path.startswith(_DERIVED)]
-    chosen = direct or f.missing
-    return tuple(dict.fromkeys(_cause(m) for m in chosen)) or ("no reason recorded",)
+    return tuple(dict.fromkeys(_cause(m) for m in _direct(f))) or ("no reason recorded",)
 
 
 def group_unknowns(findings: list[Finding]) -> list[UnknownCause]:
@@ -51,5 +59,8 @@ def group_unknowns(findings: list[Finding]) -> list[UnknownCause]:
             g = groups[key] = UnknownCause("; ".join(key))
         if f.rule_id not in g.rules:
             g.rules.append(f.rule_id)
+        for m in _direct(f):
+            if not m.detail and m.path not in g.facts:
+                g.facts.append(m.path)
         g.subjects += max(f.occurrences, 1)
     return sorted(groups.values(), key=lambda g: -len(g.rules))

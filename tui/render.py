@@ -77,6 +77,12 @@ def argv_text(argv: list[str] | None) -> str:
 
 
 def severity_label(f: Finding) -> Text:
+    """A fired finding's severity; a rule that did not fire shows what it is instead (a
+    CRITICAL label on a rule that could not be evaluated reads as a critical fault)."""
+    if f.status is Status.CANNOT_EVALUATE:
+        return SafeText(f"{'UNKNOWN':<8}", style="dim")
+    if f.status is Status.NEEDS_CONFIRMATION:
+        return SafeText(f"{'ASK':<8}", style="magenta")
     sev = f.severity.value
     return SafeText(f"{SEVERITY_WORD[sev]:<8}", style=SEVERITY_STYLE[sev])
 

@@ -10,7 +10,14 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from gpu_triage.collectors.parsers import ParseError
-from gpu_triage.model.facts import Facts, GpuFacts, HostFacts, SchedulerFacts
+from gpu_triage.model.facts import (
+    ErrorTextEvent,
+    Facts,
+    GpuFacts,
+    GpuProcess,
+    HostFacts,
+    SchedulerFacts,
+)
 
 if TYPE_CHECKING:
     from gpu_triage.collectors.parsers.topo import Topology
@@ -40,13 +47,42 @@ def _with_error_text(parse: Callable[[str, str], Facts]) -> Callable[[str, str],
             if not events and not has_driver:
                 raise
             facts = Facts()
-        facts.errors = events
+        facts.errors = [*events, *unreadable_processes(facts.processes, source)]
         if has_driver:
             facts.driver = driver
         return facts
 
     parser.__doc__ = parse.__doc__
     return parser
+
+
+def unreadable_processes(procs: list[GpuProcess], source: str) -> list[ErrorTextEvent]:
+    """Processes the driver listed but could not describe ("[Unknown Error]" for a name
+    or the memory), as one error event per GPU: the rules read them like any error."""
+    by_gpu: dict[tuple[int | None, str | None], list[GpuProcess]] = {}
+    for p in procs:
+        if p.query_error:
+            by_gpu.setdefault((p.gpu_index, p.gpu_pci_bus_id), []).append(p)
+    out = []
+    for (index, bus), bad in by_gpu.items():
+        pids = ", ".join(str(p.pid) for p in bad[:8] if p.pid is not None)
+        where = f"GPU {index}" if index is not None else (bus or "a GPU")
+        out.append(
+            ErrorTextEvent(
+                signature="nvidia-smi-process-unknown-error",
+                cause="gpu_processes_unreadable",
+                component="driver",
+                verified=True,
+                message=f"{len(bad)} process(es) on {where} listed with [Unknown Error]"
+                + (f" (pid {pids})" if pids else ""),
+                raw="[Unknown Error]",
+                pci_bus_id=bus,
+                gpu_index=index,
+                count=len(bad),
+                source=source,
+            )
+        )
+    return out
 
 
 @_with_error_text
@@ -95,7 +131,8 @@ def nvidia_smi_query_gpu(text: str, source: str = "nvidia-smi --query-gpu") -> F
 def nvidia_smi_compute_apps(text: str, source: str = "nvidia-smi --query-compute-apps") -> Facts:
     from gpu_triage.collectors.parsers.nvidia_smi.query_csv import parse_compute_apps_csv
 
-    return Facts(processes=parse_compute_apps_csv(text, source))
+    procs = parse_compute_apps_csv(text, source)
+    return Facts(processes=procs, errors=unreadable_processes(procs, source))
 
 
 def nvidia_smi_nvlink(text: str, source: str = "nvidia-smi nvlink") -> Facts:
@@ -141,11 +178,26 @@ def lspci(text: str, source: str = "lspci -vv") -> Facts:
 
 
 def kernel_log(text: str, source: str = "kernel log") -> Facts:
+    from gpu_triage.collectors.parsers.error_text import scan_kernel_log_errors
     from gpu_triage.collectors.parsers.kernel_log import parse_kernel_log
 
     log = parse_kernel_log(text, source=source)
     # KernelLog names its event lists as Facts does
-    return Facts(**{name: getattr(log, name) for name in log.event_lists()})
+    facts = Facts(**{name: getattr(log, name) for name in log.event_lists()})
+    facts.errors, facts.driver = scan_kernel_log_errors(text, source)
+    return facts
+
+
+def docker_info(text: str, source: str = "docker info") -> Facts:
+    from gpu_triage.collectors.parsers.container_runtime import parse_docker_info
+
+    return Facts(scheduler=parse_docker_info(text, source))
+
+
+def nvidia_ctk_cdi_list(text: str, source: str = "nvidia-ctk cdi list") -> Facts:
+    from gpu_triage.collectors.parsers.container_runtime import parse_cdi_list
+
+    return Facts(scheduler=parse_cdi_list(text, source))
 
 
 def mpstat(text: str, source: str = "mpstat") -> Facts:
@@ -190,6 +242,13 @@ def fio(text: str, source: str = "fio") -> Facts:
 
     result = parse_fio(text)
     return Facts(host=fill_host_from_fio(result)) if result else Facts()
+
+
+def mountstats(text: str, source: str = "mountstats") -> Facts:
+    """NFS mounts of /proc/self/mountstats (averages since each mount)."""
+    from gpu_triage.collectors.parsers.mountstats import mount_facts, parse_mountstats
+
+    return Facts(mounts=[mount_facts(m, source=source) for m in parse_mountstats(text, source)])
 
 
 def kubectl_describe_pod(text: str, source: str = "kubectl describe pod") -> Facts:

@@ -461,9 +461,10 @@ SIGNATURES: tuple[Signature, ...] = (
         "3.2",
         "device_plugin_without_nvml",
         "kubernetes",
-        phrase("Incompatible strategy detected"),
+        # v0.14+ says "Incompatible platform detected" for the same cause
+        r"Incompatible\s+(?:strategy|platform)\s+detected",
         True,
-        keys=("incompatible strategy",),
+        keys=("incompatible strategy", "incompatible platform"),
     ),
     Signature(
         "device-plugin-no-devices",
@@ -772,7 +773,14 @@ SIGNATURES: tuple[Signature, ...] = (
         "6.5",
         "nccl_shm_exhausted",
         "nccl",
-        phrase("failed to extend /dev/shm/") + r"[^\n]{0,120}?" + phrase("No space left on device"),
+        # "..., error: No space left on device (28)" on 2.19+; older releases end the line
+        # at the size and say "Error while creating shared memory segment" next
+        phrase("failed to extend /dev/shm/")
+        + r"(?:[^\n]{0,120}?"
+        + phrase("No space left on device")
+        + r"|nccl-\S{1,32}\s+to\s+\d+\s+bytes)"
+        + r"|"
+        + phrase("Error while creating shared memory segment /dev/shm/nccl-"),
         True,
         keys=("/dev/shm/",),  # noqa: S108 - a text to find, not a path used
     ),

@@ -40,15 +40,18 @@ def _unescape(text: str) -> str:
 
 
 def scan_error_text(
-    text: str, source: str = "error text"
+    text: str, source: str = "error text", only: frozenset[str] | None = None
 ) -> tuple[list[ErrorTextEvent], DriverFacts]:
-    """Every signature of the table found in ``text``, and the driver facts they set."""
+    """Every signature of the table found in ``text`` (of ``only`` when given), and the
+    driver facts they set."""
     text = _unescape(text)
-    newlines = [i for i, ch in enumerate(text) if ch == "\n"]
+    newlines = _Lines(text)
     driver = DriverFacts(source=source)
     events: list[ErrorTextEvent] = []
     lowered = text.lower()
     for sig, pattern in compiled():
+        if only is not None and sig.id not in only:
+            continue
         # A regex over a megabyte log costs; a substring test is cheap. Most signatures
         # are absent from any one paste, so most patterns never run.
         if sig.keys and not any(k in lowered for k in sig.keys):
@@ -74,6 +77,123 @@ def scan_error_text(
     return events, driver
 
 
+class _Lines:
+    """Offsets of the newlines of a text, found on the first event only: most texts a
+    kernel log brings hold no signature, and a 32 MiB log must not pay for an index."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self._at: list[int] | None = None
+
+    @property
+    def at(self) -> list[int]:
+        if self._at is None:
+            self._at = [m.start() for m in re.finditer("\n", self.text)]
+        return self._at
+
+
+# Signatures the kernel itself prints: read from the kernel log (live and pasted) as well
+# as from pasted error text. Lines the kernel-log parser already turns into events of
+# their own (Xid, fallen off the bus, NVLink errors) are not here.
+KERNEL_LOG_SIGNATURES = frozenset(
+    {
+        "nvrm-api-mismatch",
+        "nvrm-module-version",
+        "nvrm-rminitadapter-failed",
+        "nvrm-gpu-not-supported",
+        "nvrm-probe-failed",
+        "nvrm-no-adapters-initialized",
+        "msix-enable-failed",
+        "nvidia-unknown-symbol",
+        "mlx5-slot-power",
+        "mlx5-module-high-temperature",
+        "mlx5-access-reg",
+        "peermem-invalid-context",
+        "nccl-segfault",
+    }
+)
+
+
+# Signatures of lines the kernel-log parser turns into events of its own.
+PARSED_BY_KERNEL_LOG = frozenset({"gpu-fallen-off-bus", "nvlink-rx-detect-failed"})
+
+
+def _kernel_log_signatures() -> frozenset[str]:
+    return frozenset(s.id for s, _ in compiled() if s.id not in PARSED_BY_KERNEL_LOG)
+
+
+def scan_kernel_log_errors(
+    text: str, source: str = "kernel log"
+) -> tuple[list[ErrorTextEvent], DriverFacts | None]:
+    """The known error lines of a kernel log or a journal (``journalctl -b`` holds the
+    daemons' lines too) as error events, and the driver facts they set (None when none).
+    Lines the kernel-log parser reads itself are left to it. A module loaded after a line
+    ("NVRM: loading NVIDIA UNIX ... Kernel Module") is a new driver: the driver-state
+    lines before it are history."""
+    events, driver = scan_error_text(text, source, only=_kernel_log_signatures())
+    load = _last_module_load(text)
+    if load is not None:
+        events = [e for e in events if e.component != "driver" or (e.line or 0) > load]
+        if not any(e.signature == "nvrm-api-mismatch" for e in events):
+            driver.library_version = None  # the mismatch it came from is history
+            if driver.nvml_init is not None and driver.nvml_init.value == "version_mismatch":
+                driver.nvml_init = None
+    values = driver.model_dump(exclude={"unavailable", "source"}, exclude_computed_fields=True)
+    return events, driver if any(v is not None for v in values.values()) else None
+
+
+_KERNEL_WORDS = re.compile(r"(?i)nvrm|nvidia|mlx5|segfault|peermem")
+MAX_SIEVED_CHARS = 4 << 20  # driver lines kept from one log; a flood is counted, not kept
+
+
+class KernelLineSieve:
+    """The lines of a streamed kernel log a driver-line scan can use (those naming NVRM,
+    nvidia, mlx5, a segfault or peermem), kept chunk by chunk so a log read in pieces is
+    never held whole. Linear: each hit is extended to its line once."""
+
+    def __init__(self) -> None:
+        self.kept: list[str] = []
+        self.size = 0
+        self.carry = ""
+
+    def feed(self, chunk: str) -> None:
+        text = self.carry + chunk
+        cut = text.rfind("\n")
+        if cut < 0:
+            self.carry = text[-65536:]  # one line longer than this is no kernel line
+            return
+        self.carry = text[cut + 1 :][-65536:]
+        self._take(text[:cut])
+
+    def _take(self, text: str) -> None:
+        end = -1
+        for m in _KERNEL_WORDS.finditer(text):
+            if m.start() <= end:
+                continue  # same line as the previous hit
+            start = text.rfind("\n", 0, m.start()) + 1
+            end = text.find("\n", m.end())
+            end = len(text) if end < 0 else end
+            if self.size < MAX_SIEVED_CHARS:
+                self.kept.append(text[start:end])
+                self.size += end - start + 1
+
+    def text(self) -> str:
+        self._take(self.carry)
+        self.carry = ""
+        return "\n".join(self.kept)
+
+
+def _last_module_load(text: str) -> int | None:
+    """Line number of the last "Kernel Module <version>" load line, None when none."""
+    if "kernel module" not in text.lower():
+        return None
+    pattern = next(p for s, p in compiled() if s.id == "nvrm-module-version")
+    last = None
+    for m in pattern.finditer(text):
+        last = m.start()
+    return None if last is None else text.count("\n", 0, last) + 1
+
+
 def _group(m: re.Match[str], name: str | None) -> str | None:
     if name is None:
         return None
@@ -90,10 +210,11 @@ def _event(
     sig: Signature,
     m: re.Match[str],
     text: str,
-    newlines: list[int],
+    lines: _Lines,
     source: str,
     key: tuple[str | None, str | None],
 ) -> ErrorTextEvent:
+    newlines = lines.at
     line = bisect.bisect_left(newlines, m.start()) + 1
     start = newlines[line - 2] + 1 if line >= 2 else 0
     end = text.find("\n", m.end())

@@ -1,10 +1,12 @@
 """fio results (human summary of fio 2.x/3.x, or ``--output-format=json``) -> bandwidth, IOPS.
 
-Returns ``{"read_mib_s", "read_iops", "write_mib_s", "write_iops"}`` with only the keys
-found. Jobs of one group (``groupid``) add up; across groups (stonewalled phases such
-as seq-read then rand-read) the best group is kept, since the phases ran one after
-another. fio 3 prints IEC units first (``BW=48.1MiB/s (50.4MB/s)``, ``MB`` then means
-10^6); fio 2 printed ``bw=104857KB/s`` meaning KiB.
+Returns ``{"read_mib_s", "read_iops", "write_mib_s", "write_iops", "read_jobs"}`` with
+only the keys found; ``read_jobs`` is how many jobs (concurrent clients) produced the read
+figure, from the job headers (``(groupid=0, jobs=8)``, one header per job without
+group_reporting) or the JSON jobs. Jobs of one group (``groupid``) add up; across groups
+(stonewalled phases such as seq-read then rand-read) the best group is kept, since the
+phases ran one after another. fio 3 prints IEC units first (``BW=48.1MiB/s (50.4MB/s)``,
+``MB`` then means 10^6); fio 2 printed ``bw=104857KB/s`` meaning KiB.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from typing import Any
 
 from gpu_triage.model.facts import HostFacts
 
-_JOB_HEAD = re.compile(r"\(groupid=(\d{1,9})")
+_JOB_HEAD = re.compile(r"\(groupid=(\d{1,9})(?:,\s*jobs=(\d{1,6}))?")
 _JOB_LINE = re.compile(r"^\s*(read|write)\s*:\s*(.*)$")
 _GROUP_HEAD = re.compile(r"Run status group (\d{1,9})")
 _GROUP_LINE = re.compile(r"^\s*(READ|WRITE)\s*:\s*(.*)$")
@@ -43,14 +45,29 @@ def _best(per_group: dict[int, dict[str, float]]) -> dict[str, float]:
     return {k: round(v, 3) for k, v in out.items()}
 
 
+def _with_jobs(
+    best: dict[str, float], per_group: dict[int, dict[str, float]], clients: dict[int, int]
+) -> dict[str, float]:
+    """Add ``read_jobs``: the job count of the group that gave the best read figure."""
+    reads = [(v["read_mib_s"], g) for g, v in per_group.items() if v.get("read_mib_s")]
+    if reads:
+        group = max(reads)[1]
+        if clients.get(group):
+            best["read_jobs"] = float(clients[group])
+    return best
+
+
 def _parse_text(text: str) -> dict[str, float]:
     jobs: dict[int, dict[str, float]] = {}  # summed over the group's job lines
     groups: dict[int, dict[str, float]] = {}  # from "Run status group" lines
+    clients: dict[int, int] = {}  # group -> jobs its headers announce
     group = 0
     in_status = False
     for raw in text.splitlines():
         if m := _JOB_HEAD.search(raw):
             group, in_status = int(m.group(1)), False
+            if m.group(2) is not None:
+                clients[group] = clients.get(group, 0) + int(m.group(2))
             continue
         if m := _GROUP_HEAD.search(raw):
             group, in_status = int(m.group(1)), True
@@ -70,17 +87,22 @@ def _parse_text(text: str) -> dict[str, float]:
     # Group totals win over per-job sums for bandwidth; IOPS only exist per job.
     for gid, values in groups.items():
         jobs.setdefault(gid, {}).update(values)
-    return _best(jobs)
+    return _with_jobs(_best(jobs), jobs, clients)
 
 
 def _parse_json(doc: Any) -> dict[str, float]:
     per_group: dict[int, dict[str, float]] = {}
+    clients: dict[int, int] = {}
+    glob = doc.get("global options")
+    grouped = isinstance(glob, dict) and "group_reporting" in glob
     jobs = doc.get("jobs")
     for job in jobs if isinstance(jobs, list) else []:
         if not isinstance(job, dict):
             continue
         gid = job.get("groupid", 0)
-        target = per_group.setdefault(gid if isinstance(gid, int) else 0, {})
+        gid = gid if isinstance(gid, int) else 0
+        target = per_group.setdefault(gid, {})
+        clients[gid] = clients.get(gid, 0) + _json_clients(job, glob, grouped)
         for rw in ("read", "write"):
             part = job.get(rw)
             if not isinstance(part, dict):
@@ -95,7 +117,21 @@ def _parse_json(doc: Any) -> dict[str, float]:
             if isinstance(part.get("iops"), int | float):
                 target[f"{rw}_iops"] = target.get(f"{rw}_iops", 0.0) + float(part["iops"])
     # Idle directions (a read-only job has write bw 0) are not measurements.
-    return {k: v for k, v in _best(per_group).items() if v > 0}
+    best = {k: v for k, v in _best(per_group).items() if v > 0}
+    return _with_jobs(best, per_group, clients)
+
+
+def _json_clients(job: dict[str, Any], glob: Any, grouped: bool) -> int:
+    """Jobs one JSON entry stands for: numjobs when group_reporting folded them, else 1."""
+    opts = job.get("job options")
+    opts = opts if isinstance(opts, dict) else {}
+    if not (grouped or "group_reporting" in opts):
+        return 1
+    numjobs = opts.get("numjobs", glob.get("numjobs") if isinstance(glob, dict) else None)
+    try:
+        return max(1, int(str(numjobs))) if numjobs is not None else 1
+    except ValueError:
+        return 1
 
 
 def parse_fio(text: str) -> dict[str, float]:
@@ -118,4 +154,6 @@ def fill_host_from_fio(result: dict[str, float], host: HostFacts | None = None) 
         host.storage_read_mib_s = result["read_mib_s"]
     if "read_iops" in result:
         host.storage_read_iops = result["read_iops"]
+    if "read_jobs" in result:
+        host.storage_read_jobs = int(result["read_jobs"])
     return host

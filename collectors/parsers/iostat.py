@@ -183,15 +183,37 @@ def disk_facts(row: IostatRow, source: str = "iostat") -> DiskFacts:
         if col is not None:
             setattr(disk, attr, round(v[col] * table[col], 3))
     disk.read_iops = first("r/s")
+    disk.read_request_kib = _read_request_kib(v, disk.read_mib_s, disk.read_iops)
     disk.write_iops = first("w/s")
     disk.read_await_ms = first("r_await", "await")
     disk.write_await_ms = first("w_await", "await")
     disk.util_pct = first("%util")
-    for attr in ("read_iops", "write_iops", "read_await_ms", "write_await_ms", "util_pct"):
+    for attr in (
+        "read_iops",
+        "write_iops",
+        "read_await_ms",
+        "write_await_ms",
+        "util_pct",
+        "read_request_kib",
+    ):
         if getattr(disk, attr) is None:
             disk.mark_unavailable(attr, UnavailableReason.NOT_SUPPORTED, "column not printed")
     disk.mark_unavailable("rotational", UnavailableReason.NOT_SUPPORTED, "iostat does not say")
     return disk
+
+
+def _read_request_kib(
+    v: dict[str, float], read_mib_s: float | None, read_iops: float | None
+) -> float | None:
+    """Average read request size: the rareq-sz column (sysstat 12, kB) when printed, else
+    read throughput over reads per second (older layouts; avgrq-sz mixes in the writes)."""
+    if read_iops == 0:
+        return None  # no reads in the interval: iostat prints 0.00, which is no size at all
+    if "rareq-sz" in v:
+        return round(v["rareq-sz"], 2)
+    if read_mib_s is not None and read_iops:
+        return round(read_mib_s * 1024 / read_iops, 2)
+    return None
 
 
 def parse_iostat_x(text: str, source: str = "iostat") -> list[DiskFacts]:

@@ -26,15 +26,17 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, fields
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, ClassVar
 
 from gpu_triage.collectors.parsers.kernel_timestamps import (
+    MAX_LINE_CHARS,
+    MEMO_SIZE,
     Line,
+    LineSplitter,
     age_s,
-    closing_quote_stripped,
     month_number,
     parse_iso,
-    split_stamp,
+    unquoted,
 )
 from gpu_triage.collectors.pci import normalize_pci
 from gpu_triage.model.facts import (
@@ -51,6 +53,7 @@ from gpu_triage.model.facts import (
 
 __all__ = [
     "LINE_KINDS",
+    "MAX_LINE_CHARS",
     "KernelLog",
     "KernelLogParser",
     "LineKind",
@@ -60,8 +63,6 @@ __all__ = [
     "parse_kernel_log",
 ]
 
-# A pasted "line" longer than this is junk or a dump; parse only its head.
-MAX_LINE_CHARS = 16_384
 # Raw lines one event keeps; the rest of a merged storm is counted, not stored.
 MAX_RAW_LINES = 64
 
@@ -94,28 +95,53 @@ class KernelLog:
         return sorted(out, key=lambda e: e.line or 0)
 
 
+# The fields a line's stamp gives an event (see KernelLogParser._stamp_values), plus the
+# age :meth:`Draft.build` adds: what differs between the events of identical lines.
+_STAMP_FIELDS = frozenset({"line", "time_text", "monotonic_s", "time", "source", "age_s"})
+
+
 class Draft:
     """An event being assembled. Field values live in a plain dict (a pydantic fact model
-    validates every assignment, too slow per line); :meth:`build` makes the model once."""
+    validates every assignment, too slow per line); :meth:`build` makes the model once.
 
-    _defaults: dict[type[KernelEvent], dict[str, Any]] = {}
+    ``shared``: values memoised for a message and shared by the drafts of every line
+    holding it (never written to). A draft whose own values are only its stamp is built
+    as a copy of one model validated per shared dict: a storm of identical lines validates
+    its message once."""
+
+    __slots__ = ("last_line", "lines", "model", "more_lines", "shared", "values")
+    _defaults: ClassVar[dict[type[KernelEvent], dict[str, Any]]] = {}
 
     values: dict[str, Any]
     last_line: int
+    lines: list[str]
+    more_lines: int
 
-    def __init__(self, model: type[KernelEvent], ln: Line, values: dict[str, Any]) -> None:
-        d = self.__dict__
-        d["model"] = model
-        d["values"] = values
-        d["lines"] = [ln.raw]
-        d["last_line"] = ln.no
-        d["more_lines"] = 0
+    def __init__(
+        self,
+        model: type[KernelEvent],
+        ln: Line,
+        values: dict[str, Any],
+        shared: dict[str, Any] | None = None,
+    ) -> None:
+        # slots, not a __dict__: one object less per event for the cyclic collector
+        init = object.__setattr__
+        init(self, "model", model)
+        init(self, "values", values)
+        init(self, "shared", shared)
+        init(self, "lines", [ln.raw])
+        init(self, "last_line", ln.no)
+        init(self, "more_lines", 0)
 
     def __getattr__(self, name: str) -> Any:
-        values = self.__dict__["values"]
+        # only names that are not slots get here: the event's fields
+        values = self.values
         if name in values:
             return values[name]
-        model = self.__dict__["model"]
+        shared = self.shared
+        if shared is not None and name in shared:
+            return shared[name]
+        model = self.model
         defaults = Draft._defaults.get(model)
         if defaults is None:
             defaults = Draft._defaults[model] = {
@@ -127,32 +153,75 @@ class Draft:
         return list(value) if isinstance(value, list) else value
 
     def __setattr__(self, name: str, value: Any) -> None:
-        self.__dict__["values"][name] = value
+        self.values[name] = value
 
     def add_line(self, ln: Line) -> None:
-        d = self.__dict__
-        if len(d["lines"]) < MAX_RAW_LINES:
-            d["lines"].append(ln.raw)
+        lines = self.lines
+        if len(lines) < MAX_RAW_LINES:
+            lines.append(ln.raw)
         else:
-            d["more_lines"] += 1
-        d["last_line"] = ln.no
+            object.__setattr__(self, "more_lines", self.more_lines + 1)
+        object.__setattr__(self, "last_line", ln.no)
 
     @property
     def raw(self) -> str:
-        d = self.__dict__
-        text = "\n".join(d["lines"])
-        if d["more_lines"]:
-            text += f"\n[gpu-triage: {d['more_lines']} more lines of this event not kept]"
+        lines = self.lines
+        text = lines[0] if len(lines) == 1 else "\n".join(lines)
+        if self.more_lines:
+            text += f"\n[gpu-triage: {self.more_lines} more lines of this event not kept]"
         return text
 
-    def build(self, now: datetime | None) -> KernelEvent:
-        values = self.__dict__["values"]
+    def build(self, now: datetime | None, templates: dict[int, _Template]) -> KernelEvent:
+        """The fact model; ``templates`` (one per :meth:`KernelLogParser.finish`) holds the
+        model validated for each shared dict met so far."""
+        values, shared, model = self.values, self.shared, self.model
         if now is not None and values.get("time") is not None:
             try:
                 values["age_s"] = round(age_s(now, values["time"]), 6)
             except (TypeError, OverflowError, ValueError):
                 values["age_s"] = None
-        return self.__dict__["model"](raw=self.raw, **values)
+        if shared is None:
+            return model(raw=self.raw, **values)
+        if not _STAMP_FIELDS.issuperset(values):
+            return model(**{**shared, **values, "raw": self.raw})
+        held = templates.get(id(shared))
+        if held is None:
+            # the shared dict is kept beside its model: its id stays unique while held
+            held = templates[id(shared)] = _Template(shared, model(**shared))
+        return held.copy(values, self.raw)
+
+
+class _Template:
+    """A model validated once, copied for each event of the same message."""
+
+    __slots__ = ("fields_set", "model", "mutable", "shared", "values")
+
+    def __init__(self, shared: dict[str, Any], model: KernelEvent) -> None:
+        self.shared = shared
+        self.model = model
+        self.values = model.__dict__
+        self.fields_set = model.model_fields_set
+        self.mutable = tuple(
+            k for k, v in model.__dict__.items() if isinstance(v, dict | list | set)
+        )
+
+    def copy(self, stamp: dict[str, Any], raw: str) -> KernelEvent:
+        """The template with one event's stamp fields and raw lines. The stamp values are
+        the parser's own (int line, float seconds, datetime, str: the fields' types); the
+        mutable values (the ``unavailable`` dict, lists) are the copy's own."""
+        stamp["raw"] = raw
+        values = {**self.values, **stamp}
+        for name in self.mutable:
+            values[name] = values[name].copy()
+        # what model_construct does, without its walk over every field's default
+        cls = type(self.model)
+        event = cls.__new__(cls)
+        _set = object.__setattr__
+        _set(event, "__dict__", values)
+        _set(event, "__pydantic_fields_set__", self.fields_set | stamp.keys())
+        _set(event, "__pydantic_extra__", None)
+        _set(event, "__pydantic_private__", None)
+        return event
 
 
 LineHandler = Callable[["KernelLogParser", Line], bool]
@@ -396,6 +465,7 @@ class KernelLogParser:
         self.now = now
         self.kinds = tuple(LINE_KINDS if kinds is None else kinds)
         self._passes = _prefilter(self.kinds)
+        self._splitter = LineSplitter(year, now)
         self._gated = tuple((k, _gate(k)) for k in self.kinds)
         self.out = KernelLog()
         self.drafts: dict[str, list[Draft]] = {name: [] for name in KernelLog.event_lists()}
@@ -420,7 +490,9 @@ class KernelLogParser:
         self.oom_pending: dict[str, str] = {}  # "Task in ..." info waiting for its kill
         self.pcie_limit_by_device: dict[str, Draft] = {}
         self.scratch: dict[str, Any] = {}  # state of kinds added outside this class
-        self.xid_memo: dict[tuple[str, str], dict[str, Any]] = {}  # message -> Xid fields
+        # memos by message text, bounded (MEMO_SIZE): a storm repeats few texts
+        self.xid_memo: dict[tuple[Any, ...], dict[str, Any]] = {}  # -> the Xid's fields
+        self.driver_memo: dict[str, tuple[str | None, str]] = {}  # -> the device named
 
     # ---------------------------------------------------------------- input
 
@@ -467,8 +539,10 @@ class KernelLogParser:
         self.out.lines_read = self.lines_seen
         self._settle_aer()
         now = self.now
+        templates: dict[int, _Template] = {}
         for name, drafts in self.drafts.items():
-            setattr(self.out, name, [d.build(now) for d in drafts])
+            setattr(self.out, name, [d.build(now, templates) for d in drafts])
+            drafts.clear()  # freed now, while the collector is paused: it never walks them
         return self.out
 
     # ---------------------------------------------------------------- scanning
@@ -496,16 +570,12 @@ class KernelLogParser:
         self.lines_seen += count("\n") + (0 if text.endswith("\n") or not text else 1)
 
     def _line(self, no: int, raw: str) -> None:
-        if raw.endswith("\r"):
-            raw = raw.rstrip("\r")
-        if "\x00" in raw:
-            raw = raw.replace("\x00", "")
-        raw = raw[:MAX_LINE_CHARS]
-        if not raw.strip():
-            self.open_xid = None
-            return
         try:
-            self._feed_line(split_stamp(no, raw, self.year, self.now))
+            ln = self._splitter.line(no, raw)
+            if ln is None:
+                self.open_xid = None
+                return
+            self._feed_line(ln)
         except (ValueError, TypeError, OverflowError, IndexError, KeyError, AssertionError):
             self.open_xid = None  # junk the patterns half-matched: skip the line
 
@@ -533,6 +603,15 @@ class KernelLogParser:
         self.drafts[kind].append(ev)
         return ev
 
+    def emit_shared(
+        self, kind: str, model: type[KernelEvent], ln: Line, shared: dict[str, Any]
+    ) -> Draft:
+        """:meth:`emit` for values memoised per message: ``shared`` is not copied, so it
+        must never change after this call."""
+        ev = Draft(model, ln, self._stamp_values(ln), shared)
+        self.drafts[kind].append(ev)
+        return ev
+
     def stamp(self, ev: Draft, ln: Line) -> None:
         """Date ``ev`` by ``ln``."""
         ev.values.update(self._stamp_values(ln))
@@ -552,33 +631,38 @@ class KernelLogParser:
     def on_driver(self, ln: Line) -> bool:
         """Remember which devices the log ties to the nvidia driver (and which to others)."""
         text = ln.text
-        if m := _DEV_PREFIX.match(text):
-            pci = normalize_pci(m.group("pci"))
-            if pci and m.group("drv") == "nvidia":
-                self.gpu_pcis.add(pci)
-            elif pci:
-                self.non_gpu.setdefault(pci, m.group("drv"))
-        elif (
-            "NVRM: GPU" in text
-            and (m := _NVRM_GPU_PREFIX.search(text))
-            and (pci := normalize_pci(m.group("pci")))
-        ):
+        named = self.driver_memo.get(text)
+        if named is None:
+            named = _driver_named(text)
+            if len(self.driver_memo) >= MEMO_SIZE:
+                self.driver_memo.clear()
+            self.driver_memo[text] = named
+        pci, drv = named
+        if not pci:
+            return False
+        if drv == "nvidia":
             self.gpu_pcis.add(pci)
+        else:
+            self.non_gpu.setdefault(pci, drv)
         return False
 
     # ---------------------------------------------------------------- Xid
 
     def on_xid(self, ln: Line) -> bool:
-        key = (ln.text, ln.quote)
+        text = ln.text
+        key: tuple[str, str] | tuple[str, str, bool, bool] = (text, ln.quote)
+        if not ln.quote and text.endswith(('"', "'")):
+            # whether a closing quote is one depends on the whole line (unquoted)
+            key = (text, "", '"' in ln.raw[:-1], "'" in ln.raw[:-1])
         values = self.xid_memo.get(key)
         if values is None:
             values = _xid_values(ln)
-            if len(self.xid_memo) >= 4096:
+            if len(self.xid_memo) >= MEMO_SIZE:
                 self.xid_memo.clear()  # a storm repeats few texts; a bounded memo holds them
             self.xid_memo[key] = values
         if not values:
             return False
-        ev = self.emit("xids", XidEvent, ln, **values)
+        ev = self.emit_shared("xids", XidEvent, ln, values)
         pci, message = values["pci_bus_id"], values["message"]
         if pci:
             self.gpu_pcis.add(pci)
@@ -595,8 +679,8 @@ class KernelLogParser:
         if ln.no != ev.last_line + 1:
             return False
         text = ln.text
-        if "Xid" in text and (_XID.search(text) or _SXID.search(text)):
-            return False  # the next report
+        if text == head.text or ("Xid" in text and (_XID.search(text) or _SXID.search(text))):
+            return False  # the next report (a storm repeats the head's very text)
         if "NVRM: GPU at" in text and _GPU_AT.search(text):
             return False
         if ln.time is not None and head.time is not None:
@@ -628,7 +712,7 @@ class KernelLogParser:
             return False
         pci = normalize_pci(m.group("paren"))
         code = int(m.group("code"))
-        rest = _unquoted(m.group("rest").rstrip(), ln)
+        rest = unquoted(m.group("rest").rstrip(), ln)
         part = "head"
         if rest.startswith(("Severity", "Data")):
             part = "severity" if rest.startswith("Severity") else "data"
@@ -692,7 +776,7 @@ class KernelLogParser:
                 # the report's first line names the GPU and dates it
                 parts = [first, *middle, ln]
                 message = " ".join(_NVRM_TAG.sub("", p.text, count=1).strip() for p in parts)
-                ev = self._bus_loss(first, pci, _unquoted(message, ln))
+                ev = self._bus_loss(first, pci, unquoted(message, ln))
                 for part in parts[1:]:
                     ev.add_line(part)
                 return True
@@ -706,7 +790,7 @@ class KernelLogParser:
             pci = normalize_pci(m.group(0))
         elif self.last_identity and ln.no - self.last_identity[1] <= 5:
             pci = self.last_identity[0]
-        msg = _unquoted(_BUS_MSG.sub("", text, count=1).strip(), ln)
+        msg = unquoted(_BUS_MSG.sub("", text, count=1).strip(), ln)
         self._bus_loss(ln, pci, msg)
         return True
 
@@ -743,7 +827,7 @@ class KernelLogParser:
         m = _NVLINK_LINE.match(ln.text)
         if not m or not _NVLINK_ERR.search(ln.text):
             return False
-        msg = _unquoted(m.group("msg").strip(), ln)
+        msg = unquoted(m.group("msg").strip(), ln)
         ev = self.emit("nvlink_errors", NvlinkErrorEvent, ln, message=msg)
         if lk := _LINK_NO.search(msg):
             ev.link = int(lk.group(1))
@@ -975,6 +1059,15 @@ class KernelLogParser:
         return False
 
 
+def _driver_named(text: str) -> tuple[str | None, str]:
+    """The device a line names and the driver that names it ("nvidia" for NVRM lines)."""
+    if m := _DEV_PREFIX.match(text):
+        return normalize_pci(m.group("pci")), m.group("drv")
+    if "NVRM: GPU" in text and (m := _NVRM_GPU_PREFIX.search(text)):
+        return normalize_pci(m.group("pci")), "nvidia"
+    return None, ""
+
+
 _XID_FIELD_NAMES = ("pid", "name", "ch", "gi", "ci")
 
 
@@ -983,7 +1076,7 @@ def _xid_values(ln: Line) -> dict[str, Any]:
     m = _XID.search(ln.text)
     if m is None:
         return {}
-    paren, rest = m.group("paren"), _unquoted(m.group("rest").rstrip(), ln)
+    paren, rest = m.group("paren"), unquoted(m.group("rest").rstrip(), ln)
     values: dict[str, Any] = {"code": int(m.group("code")), "pci_bus_id": normalize_pci(paren)}
     if "GPU-I" in paren and (g := _GPU_I.search(paren)):
         values["gpu_instance"] = int(g.group(1))
@@ -1016,16 +1109,6 @@ def _float(text: str | None) -> float | None:
         return float(text) if text else None
     except ValueError:
         return None
-
-
-def _unquoted(message: str, ln: Line) -> str:
-    """A message without the closing quote of a line pasted as a quoted string."""
-    if ln.quote:
-        return closing_quote_stripped(message, ln.quote)
-    for q in ('"', "'"):
-        if message.endswith((q, q + ",")) and message.count(q) % 2 == 1 and q in ln.raw[:-1]:
-            return closing_quote_stripped(message, q)
-    return message
 
 
 # --------------------------------------------------------------------------- line kinds

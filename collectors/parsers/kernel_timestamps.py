@@ -216,82 +216,159 @@ def _local_time(
         return None
 
 
-def split_stamp(no: int, raw: str, year: int | None, now: datetime | None) -> Line:
-    """Separate the timestamp (and host/level prefixes) from the message of one line."""
-    ln = Line(no=no, raw=raw, text=raw)
-    s = _ANSI.sub("", raw) if "\x1b" in raw else raw
-    if s[:1] in _QUOTES or (s[:1] in " \t" and s.lstrip()[:1] in _QUOTES):
-        # a line pasted as a quoted string: "[ 5.0] NVRM: Xid ...", or a JSON array item
-        s = s.lstrip()
-        ln.quote, s = s[0], s[1:]
-        s = _strip_closing_quote(s, ln.quote)
-    if s[:1] == "<" and (m := _PRIORITY.match(s)):
-        s = s[m.end() :]
-    first = s[:1]
-    if first.isdigit() and "," in s[1:4] and (m := _KMSG.match(s)):
-        ln.time_text, ln.monotonic_s, ln.stamped = m.group("us"), int(m.group("us")) / 1e6, True
-        ln.text = m.group("rest")
-        return ln
-    if m := _LEVEL_PREFIX.match(s):
-        s, ln.stamped = s[m.end() :], True
+# A pasted "line" longer than this is junk or a dump; only its head is read.
+MAX_LINE_CHARS = 16_384
+# Message parts a :class:`LineSplitter` remembers; a storm repeats few, so a small memo
+# holds them and a log of all-different lines only pays one dict lookup per line.
+MEMO_SIZE = 4096
+
+
+class LineSplitter:
+    """Splits raw log lines into :class:`Line` s: the one place a line is cleaned (CR, NUL,
+    length cap) and its stamp separated from its message.
+
+    Each line's stamp is read on its own (stamps differ line by line); what follows it
+    (host and ``kernel:`` prefixes, an inner dmesg stamp, a printk caller id) is memoised
+    by text, so identical messages are taken apart once."""
+
+    __slots__ = ("_memo", "now", "year")
+
+    def __init__(self, year: int | None = None, now: datetime | None = None) -> None:
+        self.year = year
+        self.now = now
+        self._memo: dict[tuple[str, bool, bool], tuple[str, float | None]] = {}
+
+    def line(self, no: int, raw: str) -> Line | None:
+        """Line ``no`` cleaned and split; None when it holds nothing but blanks."""
+        if raw.endswith("\r"):
+            raw = raw.rstrip("\r")
+        if "\x00" in raw:
+            raw = raw.replace("\x00", "")
+        if len(raw) > MAX_LINE_CHARS:
+            raw = raw[:MAX_LINE_CHARS]
+        if not raw or (raw[0].isspace() and not raw.strip()):
+            return None
+        return self.split(no, raw)
+
+    def split(self, no: int, raw: str) -> Line:
+        """Separate the timestamp (and host/level prefixes) from the message of one line."""
+        ln = Line(no=no, raw=raw, text=raw)
+        s = _ANSI.sub("", raw) if "\x1b" in raw else raw
+        if s[:1] in _QUOTES or (s[:1] in " \t" and s.lstrip()[:1] in _QUOTES):
+            # a line pasted as a quoted string: "[ 5.0] NVRM: Xid ...", or a JSON array item
+            s = s.lstrip()
+            ln.quote, s = s[0], s[1:]
+            s = _strip_closing_quote(s, ln.quote)
+        if s[:1] == "<" and (m := _PRIORITY.match(s)):
+            s = s[m.end() :]
         first = s[:1]
-    host_fields = False
-    # every form in [brackets] starts with "[", the bare ISO form with a digit: the first
-    # character rules most patterns out (the order among the others still decides)
-    bracket, digit = first == "[", first.isdigit()
-    m = None
-    if bracket and (m := _MONO.match(s)):
-        ln.time_text, ln.monotonic_s = m.group("s"), float(m.group("s"))
-    elif bracket and (m := _REL.match(s)):
-        ln.time_text = (m.group("rel") or m.group("delta")).replace(" ", "")
-    elif bracket and (m := _HUMAN_MIN.match(s)):
-        ln.time_text = m.group("text")
-        ln.time = _local_time(m["mon"], m["d"], (m["H"], m["M"], "0"), None, year, now)
-    elif bracket and (m := _CTIME.match(s)):
-        ln.time_text = m.group("text")
-        y = int(m.group("Y"))
-        ln.time = _local_time(m["mon"], m["d"], (m["H"], m["M"], m["S"]), None, y, now)
-    elif (bracket and (m := _BRACKET_ISO.match(s))) or (digit and (m := _BARE_ISO.match(s))):
-        ln.time_text, ln.time = m.group("iso"), parse_iso(m.group("iso"))
-    elif bracket:
-        pass  # no stamp: "[" opens the message (a printk caller id, a pasted fragment)
-    elif m := _SHORT_FULL.match(s):
-        ln.time_text = s[: m.start("host")].strip()
-        tz = m.group("tz")
-        ln.time = parse_iso(f"{m.group('date')}T{m.group('time')}")
-        if ln.time is not None and tz in ("UTC", "GMT"):
-            ln.time = ln.time.replace(tzinfo=UTC)
-        elif ln.time is not None and tz and tz[0] in "+-":
-            ln.time = ln.time.replace(tzinfo=_tz(tz))
-        host_fields = True
-    elif digit and (m := _UNIX.match(s)):
-        ln.time_text = m.group("epoch")
-        try:
-            ln.time = datetime.fromtimestamp(float(m.group("epoch")), UTC)
-        except (OverflowError, OSError, ValueError):
-            ln.time = None
-        host_fields = True
-    elif m := _SYSLOG.match(s):
-        ln.time_text = m.group("text")
-        ln.time = _local_time(m["mon"], m["d"], (m["H"], m["M"], m["S"]), m["f"], year, now)
-        host_fields = True
-    if m is None:
-        if k := _BARE_KERNEL.match(s):
-            s = s[k.end() :]  # a journal line pasted without its stamp and host
-        ln.text = s
+        if first.isdigit() and "," in s[1:4] and (m := _KMSG.match(s)):
+            ln.time_text, ln.monotonic_s, ln.stamped = m.group("us"), int(m.group("us")) / 1e6, True
+            ln.text = m.group("rest")
+            return ln
+        # an ISO date ("2026-11-28T...", "2026-11-28 ...") cannot open a level prefix
+        iso_date = first.isdigit() and s[4:5] == "-"
+        if iso_date and (m := _BARE_ISO.match(s)):
+            # journalctl -o short-iso and dmesg --time-format iso, what the collector reads
+            ln.time_text = iso = m.group("iso")
+            ln.time, ln.stamped = parse_iso(iso), True
+            return self._message(ln, s[m.end() :], False)
+        if not iso_date and (m := _LEVEL_PREFIX.match(s)):
+            s, ln.stamped = s[m.end() :], True
+            first = s[:1]
+        year, now = self.year, self.now
+        host_fields = False
+        # every form in [brackets] starts with "[", the bare ISO form with a digit: the first
+        # character rules most patterns out (the order among the others still decides)
+        bracket, digit = first == "[", first.isdigit()
+        m = None
+        if bracket and (m := _MONO.match(s)):
+            ln.time_text, ln.monotonic_s = m.group("s"), float(m.group("s"))
+        elif bracket and (m := _REL.match(s)):
+            ln.time_text = (m.group("rel") or m.group("delta")).replace(" ", "")
+        elif bracket and (m := _HUMAN_MIN.match(s)):
+            ln.time_text = m.group("text")
+            ln.time = _local_time(m["mon"], m["d"], (m["H"], m["M"], "0"), None, year, now)
+        elif bracket and (m := _CTIME.match(s)):
+            ln.time_text = m.group("text")
+            y = int(m.group("Y"))
+            ln.time = _local_time(m["mon"], m["d"], (m["H"], m["M"], m["S"]), None, y, now)
+        elif (bracket and (m := _BRACKET_ISO.match(s))) or (digit and (m := _BARE_ISO.match(s))):
+            ln.time_text, ln.time = m.group("iso"), parse_iso(m.group("iso"))
+        elif bracket:
+            pass  # no stamp: "[" opens the message (a printk caller id, a pasted fragment)
+        elif m := _SHORT_FULL.match(s):
+            ln.time_text = s[: m.start("host")].strip()
+            tz = m.group("tz")
+            ln.time = parse_iso(f"{m.group('date')}T{m.group('time')}")
+            if ln.time is not None and tz in ("UTC", "GMT"):
+                ln.time = ln.time.replace(tzinfo=UTC)
+            elif ln.time is not None and tz and tz[0] in "+-":
+                ln.time = ln.time.replace(tzinfo=_tz(tz))
+            host_fields = True
+        elif digit and (m := _UNIX.match(s)):
+            ln.time_text = m.group("epoch")
+            try:
+                ln.time = datetime.fromtimestamp(float(m.group("epoch")), UTC)
+            except (OverflowError, OSError, ValueError):
+                ln.time = None
+            host_fields = True
+        elif m := _SYSLOG.match(s):
+            ln.time_text = m.group("text")
+            ln.time = _local_time(m["mon"], m["d"], (m["H"], m["M"], m["S"]), m["f"], year, now)
+            host_fields = True
+        if m is None:
+            if s[:6] == "kernel" and (k := _BARE_KERNEL.match(s)):
+                s = s[k.end() :]  # a journal line pasted without its stamp and host
+            ln.text = s
+            return ln
+        ln.stamped = True
+        return self._message(ln, s[m.end() :], host_fields)
+
+    def _message(self, ln: Line, rest: str, host_fields: bool) -> Line:
+        """``ln`` with its message: ``rest`` (what follows the stamp), taken apart once per
+        text."""
+        key = (rest, host_fields, ln.monotonic_s is None)
+        done = self._memo.get(key)
+        if done is None:
+            done = _message(*key)
+            if len(self._memo) >= MEMO_SIZE:
+                self._memo.clear()
+            self._memo[key] = done
+        ln.text, inner = done
+        if inner is not None:
+            ln.monotonic_s = inner
         return ln
-    ln.stamped = True
-    s = s[m.end() :]
+
+
+def _message(s: str, host_fields: bool, want_mono: bool) -> tuple[str, float | None]:
+    """The message after a stamp, without the prefixes that may follow the stamp, and the
+    dmesg seconds stamp found among them (when ``want_mono``)."""
+    mono = None
     if not host_fields and ((k := _KERNEL_HOST.match(s)) or (k := _BARE_KERNEL.match(s))):
         s = s[k.end() :]  # journal short-iso / short-monotonic: "host kernel: "
     # syslog and journal lines may keep the dmesg [seconds] stamp inside the message
-    if ln.monotonic_s is None and (k := _MONO.match(s)):
-        ln.monotonic_s = float(k.group("s"))
+    if want_mono and s[:1] == "[" and (k := _MONO.match(s)):
+        mono = float(k.group("s"))
         s = s[k.end() :]
-    if k := _CALLER.match(s):
+    if s[:1] == "[" and (k := _CALLER.match(s)):
         s = s[k.end() :]
-    ln.text = s
-    return ln
+    return s, mono
+
+
+def split_stamp(no: int, raw: str, year: int | None, now: datetime | None) -> Line:
+    """One line split by a fresh :class:`LineSplitter` (for callers reading a few lines)."""
+    return LineSplitter(year, now).split(no, raw)
+
+
+def unquoted(message: str, ln: Line) -> str:
+    """A message without the closing quote of a line pasted as a quoted string."""
+    if ln.quote:
+        return closing_quote_stripped(message, ln.quote)
+    for q in ('"', "'"):
+        if message.endswith((q, q + ",")) and message.count(q) % 2 == 1 and q in ln.raw[:-1]:
+            return closing_quote_stripped(message, q)
+    return message
 
 
 def age_s(now: datetime, t: datetime) -> float:

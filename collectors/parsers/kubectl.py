@@ -280,12 +280,23 @@ def parse_describe_node_detail(text: str) -> NodeDescription:
     return node
 
 
+def container_runtime_name(version: str | None) -> str | None:
+    """``docker://20.10.7`` -> ``docker``; ``containerd://1.7.2`` -> ``containerd``."""
+    if not version:
+        return None
+    m = re.match(r"\s*([a-z][a-z0-9.-]{0,31})://", version)
+    return m.group(1) if m else None
+
+
 def parse_describe_node(text: str, source: str = "kubectl describe node") -> SchedulerFacts:
     """GPU capacity/allocatable (absent -> 0, with the note in ``source``) and GPUs requested."""
     node = parse_describe_node_detail(text)
     facts = SchedulerFacts(source="; ".join([source, *node.notes]))
     facts.k8s_node_gpu_capacity = _int(node.capacity.get(GPU_RESOURCE, "0"))
     facts.k8s_node_gpu_allocatable = _int(node.allocatable.get(GPU_RESOURCE, "0"))
+    facts.k8s_container_runtime = container_runtime_name(
+        node.system_info.get("Container Runtime Version")
+    )
     if node.allocated_requests:
         facts.k8s_gpu_requested = _int(node.allocated_requests.get(GPU_RESOURCE, "0"))
     return facts

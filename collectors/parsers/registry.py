@@ -30,6 +30,7 @@ PARSERS: dict[str, str] = {
     "ibstat": "gpu_triage.collectors.parsers.adapters:ibstat",
     "iperf3": "gpu_triage.collectors.parsers.adapters:iperf3",
     "fio": "gpu_triage.collectors.parsers.adapters:fio",
+    "mountstats": "gpu_triage.collectors.parsers.adapters:mountstats",
     "kubectl-describe-pod": "gpu_triage.collectors.parsers.adapters:kubectl_describe_pod",
     "kubectl-describe-node": "gpu_triage.collectors.parsers.adapters:kubectl_describe_node",
     "nvidia-smi-topo-p2p": "gpu_triage.collectors.parsers.adapters:nvidia_smi_topo_p2p",
@@ -49,6 +50,8 @@ PARSERS: dict[str, str] = {
     "systemctl-fabricmanager": "gpu_triage.collectors.parsers.adapters:systemctl_fabricmanager",
     "nv-fabricmanager-version": "gpu_triage.collectors.parsers.adapters:nv_fabricmanager_version",
     "fabricmanager-log": "gpu_triage.collectors.parsers.adapters:fabricmanager_log",
+    "docker-info": "gpu_triage.collectors.parsers.adapters:docker_info",
+    "nvidia-ctk-cdi-list": "gpu_triage.collectors.parsers.adapters:nvidia_ctk_cdi_list",
 }
 
 

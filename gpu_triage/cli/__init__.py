@@ -1,17 +1,22 @@
 """The `gpu-triage` command: the parser and the dispatch; one module per command group.
 
-Nothing here imports Textual: the TUI is loaded only by `tui_launch.cmd_tui`. The
-command modules are imported inside :func:`main`, after SIGTERM is held (an
-unattended loop must not die of a signal that arrives while it starts), and every
-failure ends in the exit-code contract: 64 for any usage error (argparse's own
-included), 3 with a one-line message for anything unexpected, never 1 by accident.
+Nothing here imports Textual: the TUI is loaded only by `tui_launch.cmd_tui`. One table,
+:data:`COMMANDS`, drives registration and dispatch. Only the module of the command being
+run is imported (the others get a one-line entry for --help), inside :func:`main`, after
+SIGTERM is held (an unattended loop must not die of a signal that arrives while it
+starts), and every failure ends in the exit-code contract: 64 for any usage error
+(argparse's own included), 3 with a one-line message for anything unexpected, never 1
+by accident.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import sys
+from dataclasses import dataclass
+from types import ModuleType
 from typing import NoReturn, cast
 
 if sys.argv[1:2] == ["run"] and not any("reference" in a for a in sys.argv):
@@ -35,20 +40,61 @@ class ArgumentParser(argparse.ArgumentParser):
         self.exit(USAGE, f"{self.prog}: error: {message}\n")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    from gpu_triage.cli import (
-        check,
-        collect,
-        diff,
-        explain,
-        facts,
-        fleet,
-        readiness,
-        rules,
-        run,
-        tui_launch,
-    )
+@dataclass(frozen=True)
+class Command:
+    """One command: the module ``gpu_triage.cli.<module>`` whose ``add_parser(sub)``
+    registers it and whose ``<handler>`` runs it (given the top-level parser too when
+    ``wants_parser``). ``help`` is the line ``gpu-triage --help`` shows for it, without
+    importing the module (tests check it is the one the module registers)."""
 
+    module: str
+    handler: str
+    help: str
+    wants_parser: bool = False
+
+
+# Every command, in the order --help lists them: registration and dispatch both read it.
+COMMANDS: dict[str, Command] = {
+    "run": Command("run", "cmd_run", "evaluate a snapshot (or collect one) and write findings"),
+    "collect": Command("collect", "cmd_collect", "collect facts from this node into a snapshot"),
+    "explain": Command("explain", "cmd_explain", "why a rule fired, or why not"),
+    "rules": Command("rules", "cmd_rules", "auditor commands for the rulebook", True),
+    "tui": Command(
+        "tui_launch", "cmd_tui", "the responder's terminal UI (default with no command)"
+    ),
+    "fleet": Command("fleet", "cmd_fleet", "what many nodes' history shows that one node cannot"),
+    "npd": Command(
+        "check", "cmd_check", "node-problem-detector custom plugin (exit 0 OK, 1 NonOK, 2 Unknown)"
+    ),
+    "slurm-healthcheck": Command(
+        "check", "cmd_check", "Slurm HealthCheckProgram: drain on findings, resume own drains"
+    ),
+    "facts": Command("facts", "cmd_facts", "the fact catalogue", True),
+    "diff": Command(
+        "diff", "cmd_diff", "compare a slow node with a healthy one: findings and facts that differ"
+    ),
+    "readiness": Command(
+        "readiness",
+        "cmd_readiness",
+        "acceptance checks for putting a node into service: pass/fail report",
+    ),
+}
+
+
+def _module(name: str) -> ModuleType:
+    return importlib.import_module(f"gpu_triage.cli.{name}")
+
+
+def command_word(argv: list[str]) -> str | None:
+    """The command ``argv`` names, when it is one (the first word; options before it are
+    --help and --version only, which need every command)."""
+    word = argv[0] if argv else None
+    return word if word in COMMANDS else None
+
+
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The parser of every command; with ``only``, the full parser of that command alone
+    (its module the only one imported) and one-line entries for the others."""
     ap = ArgumentParser(
         prog="gpu-triage",
         description="Rule-based incident triage for NVIDIA GPU nodes.",
@@ -61,17 +107,15 @@ def build_parser() -> argparse.ArgumentParser:
         "argparse._SubParsersAction[argparse.ArgumentParser]",
         ap.add_subparsers(dest="command", metavar="COMMAND", parser_class=ArgumentParser),
     )
-
-    run.add_parser(sub)
-    collect.add_parser(sub)
-    explain.add_parser(sub)
-    rules.add_parser(sub)
-    tui_launch.add_parser(sub)
-    fleet.add_parser(sub)
-    check.add_parser(sub)
-    facts.add_parser(sub)
-    diff.add_parser(sub)
-    readiness.add_parser(sub)
+    wanted = None if only is None else COMMANDS[only].module
+    registered: set[str] = set()
+    for name, command in COMMANDS.items():
+        if wanted is None or command.module == wanted:
+            if command.module not in registered:  # one module may register several
+                registered.add(command.module)
+                _module(command.module).add_parser(sub)
+        else:
+            sub.add_parser(name, help=command.help)
     return ap
 
 
@@ -81,7 +125,7 @@ def main(argv: list[str] | None = None) -> int:
     held = hold()  # first: before the imports and the rulebook
     looping = False
     try:
-        ap = build_parser()
+        ap = build_parser(command_word(sys.argv[1:] if argv is None else argv))
         args = ap.parse_args(argv)
         looping = args.command == "run" and getattr(args, "interval", None) is not None
         if looping:
@@ -112,38 +156,12 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _dispatch(ap: argparse.ArgumentParser, args: argparse.Namespace, argv: list[str] | None) -> int:
-    from gpu_triage.cli import (
-        check,
-        collect,
-        diff,
-        explain,
-        facts,
-        fleet,
-        readiness,
-        rules,
-        run,
-        tui_launch,
-    )
-
-    if args.command == "run":
-        return run.cmd_run(args)
-    if args.command == "collect":
-        return collect.cmd_collect(args)
-    if args.command == "explain":
-        return explain.cmd_explain(args)
-    if args.command == "rules":
-        return rules.cmd_rules(args, ap)
-    if args.command == "facts":
-        return facts.cmd_facts(args, ap)
-    if args.command == "diff":
-        return diff.cmd_diff(args)
-    if args.command == "fleet":
-        return fleet.cmd_fleet(args)
-    if args.command == "readiness":
-        return readiness.cmd_readiness(args)
-    if args.command in ("npd", "slurm-healthcheck"):
-        return check.cmd_check(args)
-    if args.command == "tui" or (args.command is None and argv is None and sys.stdin.isatty()):
-        return tui_launch.cmd_tui(args if args.command == "tui" else ap.parse_args(["tui"]))
-    ap.print_help()
-    return 0
+    command = COMMANDS.get(args.command) if args.command else None
+    if command is None and args.command is None and argv is None and sys.stdin.isatty():
+        command, args = COMMANDS["tui"], ap.parse_args(["tui"])
+    if command is None:
+        ap.print_help()
+        return 0
+    handler = getattr(_module(command.module), command.handler)
+    code: int = handler(args, ap) if command.wants_parser else handler(args)
+    return code

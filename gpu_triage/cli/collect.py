@@ -29,18 +29,62 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         help="read this file as the kernel log (its newest 32 MiB at most); repeatable: "
         "several files merge by time",
     )
-    col.add_argument(
+    add_from_text_arg(col)
+    add_collector_args(col)
+
+
+FROM_TEXT_HELP = (
+    "build the snapshot from saved or pasted command output ('-' reads stdin): "
+    "each file's kind is recognised from its content, and a pasted terminal session "
+    "is split at its prompts; KIND:FILE forces a parser (gpu-triage facts parsers "
+    "lists them); repeatable"
+)
+
+
+def add_from_text_arg(p: argparse.ArgumentParser, help_text: str = FROM_TEXT_HELP) -> None:
+    """``--from-text [KIND:]FILE ...``: the same intake for ``collect`` and ``run``."""
+    p.add_argument(
         "--from-text",
         nargs="+",
         action="append",
         metavar="[KIND:]FILE",
         default=[],
-        help="build the snapshot from saved or pasted command output ('-' reads stdin): "
-        "each file's kind is recognised from its content, and a pasted terminal session "
-        "is split at its prompts; KIND:FILE forces a parser (gpu-triage facts parsers "
-        "lists them); repeatable",
+        help=help_text,
     )
-    add_collector_args(col)
+
+
+def read_from_text(groups: list[list[str]]) -> Any:
+    """The ``--from-text`` values read and recognised (an Intake), or the usage exit code
+    after saying why (an unknown kind, stdin named twice, a file that cannot be read)."""
+    from gpu_triage.collectors.from_text import from_text_arguments, intake_texts, read_text_file
+
+    try:
+        specs, notes = from_text_arguments(groups)
+    except KeyError as exc:
+        err(str(exc.args[0]))
+        return ExitCode.USAGE
+    for note in notes:
+        err(note)
+    reads_stdin = [s for s in specs if s == "-" or s.endswith(":-")]
+    if len(reads_stdin) > 1:
+        err("--from-text: stdin ('-') can be read only once")
+        return ExitCode.USAGE
+    try:
+        stdin = sys.stdin.buffer.read() if reads_stdin else None
+        return intake_texts([read_text_file(s, stdin) for s in specs])
+    except KeyError as exc:
+        err(str(exc.args[0]))
+        return ExitCode.USAGE
+    except (OSError, ValueError) as exc:
+        err(str(exc))
+        return ExitCode.USAGE
+
+
+def report_intake(intake: Any) -> None:
+    """What was read, and above all what was not: never dropped without a word (every
+    piece on a terminal, the problems only otherwise)."""
+    for piece in intake.pieces if sys.stderr.isatty() else intake.problems:
+        say(f"  {piece.describe()}", file=sys.stderr)
 
 
 def add_collector_args(p: argparse.ArgumentParser) -> None:
@@ -112,36 +156,11 @@ def cmd_collect(args: argparse.Namespace) -> int:
 
     intake = None
     if args.from_text:
-        from gpu_triage.collectors.from_text import (
-            from_text_arguments,
-            intake_texts,
-            read_text_file,
-            snapshot_from_intake,
-        )
+        from gpu_triage.collectors.from_text import snapshot_from_intake
 
-        try:
-            specs, notes = from_text_arguments(args.from_text)
-        except KeyError as exc:
-            err(str(exc.args[0]))
-            return ExitCode.USAGE
-        for note in notes:
-            err(note)
-        if sum(1 for s in specs if s == "-" or s.endswith(":-")) > 1:
-            err("--from-text: stdin ('-') can be read only once")
-            return ExitCode.USAGE
-        try:
-            stdin = (
-                sys.stdin.buffer.read()
-                if any(s == "-" or s.endswith(":-") for s in specs)
-                else None
-            )
-            intake = intake_texts([read_text_file(s, stdin) for s in specs])
-        except KeyError as exc:
-            err(str(exc.args[0]))
-            return ExitCode.USAGE
-        except (OSError, ValueError) as exc:
-            err(str(exc))
-            return ExitCode.USAGE
+        intake = read_from_text(args.from_text)
+        if isinstance(intake, int):
+            return intake
         snap = snapshot_from_intake(intake)
     else:
         only = set(args.only.split(",")) if args.only else None
@@ -156,9 +175,7 @@ def cmd_collect(args: argparse.Namespace) -> int:
         err(f"cannot write {args.out}: {exc}")
         return ExitCode.UNKNOWN
     if intake is not None:
-        # what was read, and above all what was not: never dropped without a word
-        for piece in intake.pieces if sys.stderr.isatty() else intake.problems:
-            say(f"  {piece.describe()}", file=sys.stderr)
+        report_intake(intake)
         return 0 if intake.anything_read else ExitCode.UNKNOWN
     if sys.stderr.isatty():
         for c in snap.collectors:

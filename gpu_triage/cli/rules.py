@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import Any
 
 from gpu_triage.cli.common import add_rules_args, emit, err, load_book, say, subparser
 from gpu_triage.engine.findings import ExitCode
@@ -14,10 +15,26 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     """Register `gpu-triage rules` on the top-level subparsers."""
     rules = sub.add_parser("rules", help="auditor commands for the rulebook")
     rsub = rules.add_subparsers(dest="rules_command", metavar="SUBCOMMAND")
-    lint = rsub.add_parser("lint", help="check rule files; FILE:LINE:COL messages, exit 1 on error")
+    lint = rsub.add_parser(
+        "lint",
+        help="check rule files (overlays and site rules against the packaged rulebook); "
+        "FILE:LINE:COL messages, exit 1 on error",
+    )
     lint.add_argument("paths", nargs="*", type=Path)
-    test = rsub.add_parser("test", help="run every rule's embedded test cases")
+    lint.add_argument(
+        "--no-builtin",
+        action="store_true",
+        help="lint PATHS alone, without the packaged rulebook they may refer to",
+    )
+    test = rsub.add_parser(
+        "test",
+        help="run the embedded test cases (of PATHS' rules and of the packaged rules their "
+        "overlays change; every packaged rule when no PATHS)",
+    )
     test.add_argument("paths", nargs="*", type=Path)
+    test.add_argument(
+        "--no-builtin", action="store_true", help="load PATHS alone, without the packaged rulebook"
+    )
     test.add_argument("--engine", choices=("both", "durable", "reference"), default="both")
     test.add_argument("--rule", action="append", default=[], help="only this rule id")
     show = rsub.add_parser("show", help="one rule: its condition and every fact it reads")
@@ -37,10 +54,12 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     add_rules_args(cov)
 
 
-def _rule_paths(paths: list[Path]) -> tuple[list[Path], bool]:
-    """No paths: the packaged rulebook. Paths: those, with the packaged rulebook only
-    when one of them is it."""
-    return (paths, False) if paths else ([], True)
+def _rule_paths(args: argparse.Namespace) -> tuple[list[Path], bool]:
+    """No paths: the packaged rulebook. Paths: those on top of the packaged rulebook (an
+    overlay names its rules; a site rule may read their conclusions), unless
+    ``--no-builtin``."""
+    paths: list[Path] = list(args.paths)
+    return paths, not (paths and args.no_builtin)
 
 
 def cmd_rules(args: argparse.Namespace, ap: argparse.ArgumentParser) -> int:
@@ -49,8 +68,8 @@ def cmd_rules(args: argparse.Namespace, ap: argparse.ArgumentParser) -> int:
         from gpu_triage.collectors.parsers.registry import PARSERS
         from gpu_triage.engine.lint import lint
 
-        paths, builtin = _rule_paths(args.paths)
-        diags = lint(PARSERS, paths, include_builtin=builtin)
+        paths, builtin = _rule_paths(args)
+        diags = lint(PARSERS, paths, include_builtin=builtin, only_paths=bool(paths))
         for d in diags:
             say(d)
         errors = sum(d.level == "error" for d in diags)
@@ -61,14 +80,7 @@ def cmd_rules(args: argparse.Namespace, ap: argparse.ArgumentParser) -> int:
     if sub == "show":
         return _show(args)
     if sub == "list":
-        book = load_book(args)
-        for r in book.rules:
-            subject = ",".join(r.iter_kinds) or "node"
-            print(
-                f"{r.id:<40} {r.severity.value:<8} {r.rule.stage.value:<9} {subject:<10} "
-                f"{r.rulebook}"
-            )
-        return 0
+        return _list(load_book(args))
     if sub == "coverage":
         from gpu_triage.engine.coverage import coverage_command
 
@@ -93,7 +105,7 @@ def _rules_test(args: argparse.Namespace) -> int:
     from gpu_triage.engine.loader import RulebookError
     from gpu_triage.engine.ruletest import run_rule_tests
 
-    paths, builtin = _rule_paths(args.paths)
+    paths, builtin = _rule_paths(args)
     try:
         book = load_rulebook(paths, include_builtin=builtin, allow_untrusted=True)
     except RulebookError as exc:
@@ -112,16 +124,55 @@ def _rules_test(args: argparse.Namespace) -> int:
                 err(f"durable_rules backend unavailable: {exc}")
                 return 1
             err(f"note: durable_rules backend unavailable ({exc}); testing the reference only")
-    results = run_rule_tests(book, backends, set(args.rule) or None)
-    failed = [r for r in results if not r.passed]
-    for r in failed:
-        print(f"FAIL {r.rule_id}: {r.name} ({r.file})")
-        for p in r.problems:
-            print(f"     {p}")
+    only = set(args.rule) or (_tested_by_paths(book) if paths and builtin else None)
+    results = run_rule_tests(book, backends, only)
+    # A packaged rule's own case that an overlay changes is what the overlay is for:
+    # shown so the site sees what it changed, not a failure of the site's rules.
+    changed = [r for r in results if not r.passed and _packaged(book, r.rule_id)]
+    failed = [r for r in results if not r.passed and r not in changed]
+    for label, cases in (("FAIL", failed), ("CHANGED BY OVERLAY", changed)):
+        for r in cases:
+            rule = book.by_id(r.rule_id)
+            overlays = f" [overlay {', '.join(rule.overridden_by)}]" if rule else ""
+            print(f"{label} {r.rule_id}: {r.name} ({r.file}){overlays if changed else ''}")
+            for p in r.problems:
+                print(f"     {p}")
     engines = "+".join(b.name for b in backends)
-    print(f"{len(results) - len(failed)} passed, {len(failed)} failed")
-    print(f"({len(book.rules)} rules, engines: {engines})", file=sys.stderr)
+    print(
+        f"{len(results) - len(failed) - len(changed)} passed, {len(failed)} failed"
+        + (f", {len(changed)} packaged case(s) changed by overlays" if changed else "")
+    )
+    print(f"({len(results)} cases of {len(book.rules)} rules, engines: {engines})", file=sys.stderr)
     return 1 if failed else 0
+
+
+def _packaged(book: Any, rule_id: str) -> bool:
+    from gpu_triage.engine.loader import BUILTIN
+
+    rule = book.by_id(rule_id)
+    return rule is not None and rule.rulebook == BUILTIN and bool(rule.overridden_by)
+
+
+def _tested_by_paths(book: Any) -> set[str]:
+    """The rules a `rules test PATHS` run checks: those PATHS define, and the packaged
+    rules their overlays change."""
+    from gpu_triage.engine.loader import BUILTIN
+
+    return {r.id for r in book.rules if r.rulebook != BUILTIN or r.overridden_by}
+
+
+def _list(book: Any) -> int:
+    """Every rule, with what overlays changed; disabled rules listed as disabled."""
+    for r in book.rules:
+        subject = ",".join(r.iter_kinds) or "node"
+        over = f"  [overlay {', '.join(r.overridden_by)}]" if r.overridden_by else ""
+        print(
+            f"{r.id:<40} {r.severity.value:<8} {r.rule.stage.value:<9} {subject:<10} "
+            f"{r.rulebook}{over}"
+        )
+    for rid, reason in sorted(book.disabled.items()):
+        print(f"{rid:<40} {'disabled':<8} {reason}")
+    return 0
 
 
 def _show(args: argparse.Namespace) -> int:

@@ -7,7 +7,14 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from gpu_triage.cli.collect import add_collector_args, collect_live, collector_options
+from gpu_triage.cli.collect import (
+    add_collector_args,
+    add_from_text_arg,
+    collect_live,
+    collector_options,
+    read_from_text,
+    report_intake,
+)
 from gpu_triage.cli.common import SEVERITIES, add_rules_args, err, load_book, load_snapshot
 from gpu_triage.engine.verdict import ExitCode
 from gpu_triage.io.files import DEFAULT_LOCK_TIMEOUT_S, DEFAULT_MODE
@@ -49,6 +56,13 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "--state",
         type=Path,
         help="history of findings (first/last seen, cleared); default: beside --out",
+    )
+    add_from_text_arg(
+        run,
+        "evaluate saved or pasted command output instead of collecting ('-' reads stdin): "
+        "the same intake as collect --from-text (kinds recognised by content, sessions split "
+        "at prompts, KIND:FILE forces a parser); repeatable; what the paste does not hold "
+        "is not provided, never a reason for exit 3",
     )
     run.add_argument(
         "--kernel-log",
@@ -140,6 +154,14 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.interval is not None and not args.interval > 0:  # NaN too
         err("--interval must be positive")
         return ExitCode.USAGE
+    if args.from_text and (args.snapshot or args.demo or args.interval is not None):
+        err("--from-text evaluates a paste once: not with --snapshot, --demo or --interval")
+        return ExitCode.USAGE
+    intake = None
+    if args.from_text:  # read before anything else: a bad path is a usage error at once
+        intake = read_from_text(args.from_text)
+        if isinstance(intake, int):
+            return intake
     stop = getattr(args, "stop", None)  # SIGTERM/SIGINT, held by main() in loop mode
     early = _start_collecting(args, stop)  # the window runs while the rulebook loads
 
@@ -175,7 +197,11 @@ def cmd_run(args: argparse.Namespace) -> int:
         return ExitCode.USAGE
 
     def get_snapshot() -> tuple[Any, str]:
-        if args.snapshot:
+        if intake is not None:
+            from gpu_triage.collectors.from_text import snapshot_from_intake
+
+            snap, source = snapshot_from_intake(intake), "from-text"
+        elif args.snapshot:
             snap, source = load_snapshot(args.snapshot), str(args.snapshot)
         elif early:  # the first live run was started before the rulebook loaded
             snap, source = early.pop().result(), "live"
@@ -237,6 +263,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     except OSError as exc:
         err(f"cannot write {exc.filename or args.out}: {exc.strerror or exc}")
         return ExitCode.UNKNOWN
+    if intake is not None:
+        report_intake(intake)
     if doc.engine.fallback_reason and args.engine != "reference":
         err(f"engine: {doc.engine.name} ({doc.engine.fallback_reason})")
     if doc.exit_code == ExitCode.UNKNOWN:
@@ -247,12 +275,15 @@ def cmd_run(args: argparse.Namespace) -> int:
 def read_error_texts(paths: list[Path]) -> Any:
     """The error texts a responder gives (``--error-text``), as facts; a file with no known
     error in it is a usage error naming it, not a silent nothing."""
-    from gpu_triage.collectors.parsers import ParseError
-    from gpu_triage.collectors.parsers.registry import get_parser
     from gpu_triage.model.facts import Facts
 
-    parse = get_parser("error-text")
     out = Facts()
+    if not paths:
+        return out
+    from gpu_triage.collectors.parsers import ParseError
+    from gpu_triage.collectors.parsers.registry import get_parser
+
+    parse = get_parser("error-text")
     for path in paths:
         try:
             part = parse(path.read_bytes().decode("utf-8", errors="replace"), str(path))
@@ -268,7 +299,6 @@ def read_error_texts(paths: list[Path]) -> Any:
 
 def add_symptom(facts: Any, symptom: str | None, errors: Any) -> None:
     """The responder's symptom into job.symptom, the error texts into the facts."""
-    from gpu_triage.collectors.merge import merge_fields
     from gpu_triage.model.facts import JobMetrics
 
     if symptom:
@@ -281,11 +311,15 @@ def add_symptom(facts: Any, symptom: str | None, errors: Any) -> None:
         if facts.driver is None:
             facts.driver = errors.driver
         else:
+            from gpu_triage.collectors.merge import merge_fields
+
             merge_fields(facts.driver, errors.driver)
 
 
 def _supplied_facts(args: argparse.Namespace) -> dict[str, Any]:
     """What a person supplies beside the collection: site inventory, job metrics, answers."""
+    if args.site is None and args.job is None and args.answers is None:
+        return {}  # nothing to read: the YAML reader is not even imported
     from gpu_triage.model.supplied import read_supplied
 
     return read_supplied(args.site, args.job, args.answers)
@@ -303,7 +337,7 @@ def _collect_options(args: argparse.Namespace, stop: Any) -> dict[str, Any]:
 def _start_collecting(args: argparse.Namespace, stop: Any) -> list[Any]:
     """Start the first live collection in a thread at once: collection does not need the
     rulebook, and the sampling window is most of a run's time."""
-    if args.snapshot or args.demo:
+    if args.snapshot or args.demo or args.from_text:
         return []
     from concurrent.futures import ThreadPoolExecutor
 

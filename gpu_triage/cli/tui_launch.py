@@ -29,6 +29,11 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 
 def cmd_tui(args: argparse.Namespace) -> int:
+    if args.engine in ("auto", "durable"):
+        # the durable_rules worker's process starts up beside Textual's import, not after
+        from gpu_triage.engine.durable_worker import prespawn
+
+        prespawn()
     # Textual is imported here and only here: the unattended path never loads it.
     from gpu_triage.ops.session import TuiOptions
     from gpu_triage.tui.app import run_tui

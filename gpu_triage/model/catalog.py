@@ -6,13 +6,16 @@ stay the only declaration of what a fact is.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from functools import cache
-from typing import Any, get_args, get_origin
+from typing import Any, get_args, get_origin, get_type_hints
 
 from pydantic import BaseModel
+from pydantic.fields import ComputedFieldInfo
+from pydantic_core import PydanticUndefined
 
 from gpu_triage.model import facts as f
 
@@ -93,7 +96,7 @@ class _Kind:
 
 
 # What identifies an item in a subject key, in order of preference (those the model has).
-_KEY_FIELDS = ("pci_bus_id", "uuid", "name", "ca_name", "gpu_pci_bus_id")
+_KEY_FIELDS = ("pci_bus_id", "uuid", "name", "ca_name", "gpu_pci_bus_id", "mountpoint")
 _KERNEL = ("kernel_log", "text:kernel_log")
 
 _KINDS: list[_Kind] = [
@@ -149,6 +152,14 @@ _KINDS: list[_Kind] = [
         ("host", "text:disk"),
         identity=("name",),
         match_fields=("name",),
+    ),
+    _Kind(
+        "mount",
+        "mounts",
+        f.MountFacts,
+        ("host", "text:mount"),
+        identity=("mountpoint", "device"),
+        match_fields=("mountpoint",),
     ),
     _Kind(
         "nic",
@@ -290,6 +301,17 @@ def _type_name(annotation: Any) -> tuple[str, tuple[str, ...]]:
     return "string", ()
 
 
+def _return_type(model: type[BaseModel], cinfo: ComputedFieldInfo) -> Any:
+    """What a computed field returns. The fact models are built on first use
+    (``defer_build``): until then pydantic has not read the return annotation."""
+    rt = cinfo.return_type
+    if rt is PydanticUndefined or isinstance(rt, str):
+        prop = cinfo.wrapped_property
+        fget = prop.fget if isinstance(prop, property) else prop
+        rt = get_type_hints(fget, vars(sys.modules[model.__module__]))["return"]
+    return rt
+
+
 def _fields(kind: str, model: type[BaseModel]) -> dict[str, FieldInfo]:
     out: dict[str, FieldInfo] = {}
     for name, info in model.model_fields.items():
@@ -302,7 +324,7 @@ def _fields(kind: str, model: type[BaseModel]) -> dict[str, FieldInfo]:
         )
     for name, cinfo in model.model_computed_fields.items():
         extra = cinfo.json_schema_extra if isinstance(cinfo.json_schema_extra, dict) else {}
-        typ, choices = _type_name(cinfo.return_type)
+        typ, choices = _type_name(_return_type(model, cinfo))
         out[name] = FieldInfo(
             kind, name, typ, str(extra.get("unit", "")), cinfo.description or "", choices
         )

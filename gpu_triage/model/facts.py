@@ -32,7 +32,7 @@ class UnavailableReason(StrEnum):
 class Unavailable(BaseModel):
     """Why a value is missing."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
     reason: UnavailableReason
     detail: str = ""
 
@@ -63,7 +63,9 @@ _COMPUTED: dict[type, frozenset[str]] = {}
 class FactModel(BaseModel):
     """Base of every fact kind: forbids unknown keys, records unavailable values."""
 
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+    # defer_build: a model's validator is built when it is first used, not at import (a
+    # cold start builds only those of what it reads and writes, and each of them once)
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, defer_build=True)
     unavailable: dict[str, Unavailable] = Field(
         default_factory=dict,
         description="field name -> why its value could not be collected",
@@ -166,6 +168,9 @@ class HostFacts(FactModel):
     iommu_cmdline: str | None = fact(
         "", "the iommu=, intel_iommu=, amd_iommu= words of the kernel command line, as given"
     )
+    storage_read_jobs: int | None = fact(
+        "jobs", "concurrent fio jobs (clients) the read figure was measured with"
+    )
 
     @computed_field(  # type: ignore[prop-decorator]
         description="MemAvailable as a share of physical memory",
@@ -187,9 +192,45 @@ class DiskFacts(FactModel):
     read_iops: float | None = fact("IO/s", "completed reads per second")
     write_iops: float | None = fact("IO/s", "completed writes per second")
     read_await_ms: float | None = fact("ms", "average time a read spent queued and serviced")
+    read_request_kib: float | None = fact(
+        "KiB", "average size of a completed read request (iostat rareq-sz); small: small files"
+    )
     write_await_ms: float | None = fact("ms", "average time a write spent queued and serviced")
     util_pct: float | None = fact("%", "time the device had I/O in flight (%util)")
     rotational: bool | None = fact("", "spinning disk (true) or solid state (false)")
+
+
+class MountFacts(FactModel):
+    """One network-filesystem (NFS) mount, from /proc/self/mountstats: what each READ and
+    each metadata operation cost, over the window (live) or since the mount (a paste)."""
+
+    device: str = fact("", "what is mounted, e.g. storage01:/export/datasets", default="")
+    mountpoint: str | None = fact("", "where it is mounted, e.g. /mnt/datasets")
+    fstype: str | None = fact("", "nfs or nfs4")
+    server: str | None = fact("", "the server part of the device (before the ':')")
+    interval_s: float | None = fact(
+        "s", "seconds the figures cover; unset: since the mount (see age_s)"
+    )
+    age_s: float | None = fact("s", "seconds since the filesystem was mounted")
+    read_ops: int | None = fact("ops", "READ operations in the window (or since the mount)")
+    read_ops_s: float | None = fact("ops/s", "READ operations per second")
+    read_rtt_ms: float | None = fact(
+        "ms", "average round trip of a READ: the network and the server"
+    )
+    read_exe_ms: float | None = fact(
+        "ms", "average execute time of a READ (queue + round trip): what the reader waits"
+    )
+    read_kib_per_op: float | None = fact("KiB", "average data returned per READ")
+    read_retransmissions: int | None = fact(
+        "transmissions", "READ requests sent again (timeouts, lost replies): network trouble"
+    )
+    read_major_timeouts: int | None = fact(
+        "timeouts", "READ requests that hit a major timeout (server not responding)"
+    )
+    metadata_ops: int | None = fact(
+        "ops", "GETATTR, LOOKUP, ACCESS, OPEN, CLOSE and READDIR operations"
+    )
+    metadata_exe_ms: float | None = fact("ms", "average execute time of those metadata operations")
 
 
 # --------------------------------------------------------------------------- GPU
@@ -247,14 +288,42 @@ class GpuFacts(FactModel):
     memory_total_mib: float | None = fact("MiB", "device memory installed")
     power_draw_w: float | None = fact("W", "power draw")
     power_limit_w: float | None = fact("W", "enforced power limit")
+    power_limit_default_w: float | None = fact(
+        "W", "default power limit of the board: the enforced limit before anyone lowers it"
+    )
     temperature_gpu_c: float | None = fact("°C", "GPU core temperature")
     temperature_memory_c: float | None = fact("°C", "HBM temperature")
+    temperature_memory_max_c: float | None = fact(
+        "°C", "highest HBM temperature the memory is specified for (Memory Max Operating Temp)"
+    )
     temperature_slowdown_c: float | None = fact("°C", "temperature at which the GPU slows down")
     temperature_shutdown_c: float | None = fact("°C", "temperature at which the GPU shuts down")
+    temperature_max_operating_c: float | None = fact(
+        "°C",
+        "GPU Max Operating Temp: the software limit the driver slows clocks to stay under "
+        "(NVML GPU_MAX threshold)",
+    )
+    temperature_target_c: float | None = fact(
+        "°C",
+        "GPU Target Temperature: the acoustic target the driver holds the GPU at "
+        "(nvidia-smi -gtt; NVML ACOUSTIC_CURR threshold)",
+    )
+    temperature_target_min_c: float | None = fact(
+        "°C", "lowest GPU Target Temperature this GPU accepts (NVML ACOUSTIC_MIN)"
+    )
+    temperature_target_max_c: float | None = fact(
+        "°C", "highest GPU Target Temperature this GPU accepts (NVML ACOUSTIC_MAX)"
+    )
     performance_state: int | None = fact("P-state", "performance state, 0 = maximum")
     fan_speed_pct: float | None = fact("%", "fan speed (absent on passively cooled boards)")
     clocks_sm_mhz: float | None = fact("MHz", "current SM clock")
     clocks_sm_max_mhz: float | None = fact("MHz", "maximum SM clock")
+    clocks_applications_graphics_mhz: float | None = fact(
+        "MHz", "applications clock set for graphics (nvidia-smi -ac): the clock work runs at"
+    )
+    clocks_default_applications_graphics_mhz: float | None = fact(
+        "MHz", "default applications clock for graphics: the board's out-of-box setting"
+    )
     throttle_gpu_idle: bool | None = fact("", "clocks lowered because the GPU is idle (normal)")
     throttle_applications_clocks_setting: bool | None = fact(
         "", "clocks held by an applications-clocks setting"
@@ -312,6 +381,11 @@ class GpuFacts(FactModel):
     ecc_corrected_delta: int | None = fact(
         "errors", "lifetime corrected ECC errors added since the previous run"
     )
+    throttled_runs: int | None = fact(
+        "runs",
+        "consecutive unattended runs, this one included, in which the GPU reported thermal, "
+        "HW-slowdown or power-brake throttling (0: not throttled now)",
+    )
     counters_interval_s: float | None = fact(
         "s", "seconds between the previous run's counters and these (for the deltas)"
     )
@@ -324,6 +398,9 @@ class GpuFacts(FactModel):
     nvlink_links_active: int | None = fact("links", "NVLink links up")
     persistence_mode: bool | None = fact("", "persistence mode enabled")
     mig_mode: bool | None = fact("", "MIG mode currently enabled")
+    mig_mode_pending: bool | None = fact(
+        "", "MIG mode the GPU will have after its next reset (nvidia-smi -q MIG Mode Pending)"
+    )
     compute_mode: str | None = fact("", "compute mode: default, exclusive_process, prohibited")
     recovery_action: RecoveryAction | None = fact(
         "", "what the driver says must happen to recover the GPU"
@@ -343,6 +420,19 @@ class GpuFacts(FactModel):
         if self.memory_used_mib is None or not self.memory_total_mib:
             return None
         return round(100.0 * self.memory_used_mib / self.memory_total_mib, 2)
+
+    @computed_field(  # type: ignore[prop-decorator]
+        description="how far below the hardware slowdown temperature the GPU's own software "
+        "limit sits: the lower of GPU Target Temperature and GPU Max Operating Temp, taken "
+        "from the slowdown temperature",
+        json_schema_extra={"unit": "°C"},
+    )
+    @property
+    def thermal_limit_below_slowdown_c(self) -> float | None:
+        limits = [t for t in (self.temperature_target_c, self.temperature_max_operating_c) if t]
+        if self.temperature_slowdown_c is None or not limits:
+            return None
+        return round(self.temperature_slowdown_c - min(limits), 1)
 
     @computed_field(  # type: ignore[prop-decorator]
         description="power draw as a share of the enforced limit",
@@ -369,6 +459,11 @@ class GpuProcess(FactModel):
     name: str | None = fact("", "process name")
     used_memory_mib: float | None = fact("MiB", "device memory used by the process")
     type: str | None = fact("", "compute or graphics")
+    query_error: bool | None = fact(
+        "",
+        "the driver listed the process but answered its name or memory with an error "
+        "([Unknown Error]); N/A (MIG, WDDM, another PID namespace) is not an error",
+    )
 
 
 class NvlinkFacts(FactModel):
@@ -858,6 +953,40 @@ class SchedulerFacts(FactModel):
     k8s_pod_unschedulable_reason: str | None = fact(
         "", "why the described pod could not be scheduled (FailedScheduling message)"
     )
+    k8s_container_runtime: str | None = fact(
+        "",
+        "container runtime the kubelet runs pods with (docker, containerd, cri-o), from the "
+        "node's Container Runtime Version",
+    )
+    docker_default_runtime: str | None = fact(
+        "", "Docker's default runtime (docker info; else daemon.json default-runtime, runc unset)"
+    )
+    docker_runtimes: list[str] = fact(
+        "",
+        "runtimes Docker has registered (docker info Runtimes, daemon.json runtimes)",
+        default=[],
+    )
+    docker_cgroup_driver: str | None = fact("", "Docker's cgroup driver: systemd or cgroupfs")
+    container_toolkit_mode: str | None = fact(
+        "",
+        "mode of the NVIDIA container runtime (auto, legacy, cdi, csv) in "
+        "/etc/nvidia-container-runtime/config.toml",
+    )
+    containerd_cdi_enabled: bool | None = fact("", "containerd's enable_cdi is set")
+    cdi_spec_files: int | None = fact("files", "CDI spec files in /etc/cdi and /var/run/cdi")
+    cdi_nvidia_devices: int | None = fact(
+        "devices", "nvidia.com/gpu devices the CDI specs define (spec files or nvidia-ctk cdi list)"
+    )
+
+    @computed_field(  # type: ignore[prop-decorator]
+        description="Docker has a runtime named nvidia registered",
+        json_schema_extra={"unit": ""},
+    )
+    @property
+    def docker_nvidia_runtime_registered(self) -> bool | None:
+        if not self.docker_runtimes:
+            return None
+        return "nvidia" in self.docker_runtimes
 
 
 # --------------------------------------------------------------------------- supplied by people
@@ -878,6 +1007,12 @@ class SiteInventory(FactModel):
     )
     expected_ib_rate_gbps: float | None = fact(
         "Gb/s", "rate every InfiniBand port should run at (e.g. 400 for NDR)"
+    )
+    expected_net_gbps: float | None = fact(
+        "Gb/s", "throughput a host-to-host test (iperf3) should reach on the data network"
+    )
+    expected_mig_mode: bool | None = fact(
+        "", "the golden image's MIG mode for this node's GPUs (true: partitioned)"
     )
     pinned_driver_version: str | None = fact("", "the driver version the golden image pins")
     pinned_vbios_version: str | None = fact("", "the VBIOS version the site pins")
@@ -948,7 +1083,7 @@ class JobMetrics(FactModel):
 class Facts(BaseModel):
     """Everything known about one node at one time."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     host: HostFacts | None = None
     gpus: list[GpuFacts] = Field(default_factory=list)
@@ -957,6 +1092,7 @@ class Facts(BaseModel):
     pcie_links: list[PcieLinkFacts] = Field(default_factory=list)
     topology: list[TopoFacts] = Field(default_factory=list)
     disks: list[DiskFacts] = Field(default_factory=list)
+    mounts: list[MountFacts] = Field(default_factory=list)
     nics: list[NicFacts] = Field(default_factory=list)
     ib_ports: list[IbPortFacts] = Field(default_factory=list)
     xids: list[XidEvent] = Field(default_factory=list)

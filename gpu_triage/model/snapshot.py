@@ -54,7 +54,7 @@ class CollectorState(StrEnum):
 
 
 class CollectorStatus(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
     name: str
     state: CollectorState
     duration_s: float = 0.0
@@ -68,7 +68,7 @@ class CollectorStatus(BaseModel):
 class RawOutput(BaseModel):
     """A command output or file a collector parsed, kept so a snapshot can be re-parsed."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
     collector: str
     source: str  # the command line or path
     text: str
@@ -76,7 +76,7 @@ class RawOutput(BaseModel):
 
 
 class Snapshot(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
     schema_version: int = SCHEMA_VERSION
     taken_at: datetime = Field(default_factory=lambda: datetime.now(UTC))
     hostname: str = ""

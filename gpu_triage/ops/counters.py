@@ -31,6 +31,15 @@ _COUNTERS: dict[str, tuple[tuple[str, str], ...]] = {
         ("rcv_errors", "rcv_errors_delta"),
     ),
 }
+# Clock-event reasons that mean the GPU is held down by heat or power delivery (the
+# software power cap at the default limit is the limit working, not a fault).
+_THROTTLE_REASONS = (
+    "throttle_hw_slowdown",
+    "throttle_hw_thermal_slowdown",
+    "throttle_sw_thermal_slowdown",
+    "throttle_hw_power_brake_slowdown",
+)
+STREAK = "throttled_streak"
 MAX_ENTRIES = 4096  # GPUs, links and ports of one node, with room to spare
 NO_HISTORY = "no earlier run in the history to compare with"
 
@@ -83,6 +92,8 @@ class CounterLedger:
                     item.mark_unavailable(delta, UnavailableReason.NOT_COLLECTED, NO_HISTORY)
                 else:
                     setattr(item, delta, value - before if value >= before else value)
+            if kind == "gpu":
+                _throttle_streak(item, prev)
             if interval is not None:
                 item.counters_interval_s = interval  # type: ignore[attr-defined]
             else:
@@ -95,11 +106,35 @@ class CounterLedger:
         for kind, key, item in _items(snap):
             values = {c: getattr(item, c) for c, _ in _COUNTERS[kind]}
             known = {c: v for c, v in values.items() if isinstance(v, int)}
+            streak = getattr(item, "throttled_runs", None) if kind == "gpu" else None
+            if isinstance(streak, int) and not isinstance(streak, bool):
+                known[STREAK] = streak
             if known:
                 self.entries[key] = {"t": taken, **known}
         if len(self.entries) > MAX_ENTRIES:  # keep the newest
             newest = sorted(self.entries.items(), key=lambda kv: str(kv[1].get("t")))
             self.entries = dict(newest[-MAX_ENTRIES:])
+
+
+def _throttled_now(gpu: FactModel) -> bool | None:
+    """True when any heat/power reason is active, False when all are known inactive."""
+    values = [getattr(gpu, name, None) for name in _THROTTLE_REASONS]
+    if any(v is True for v in values):
+        return True
+    return None if any(v is None for v in values) else False
+
+
+def _throttle_streak(gpu: FactModel, prev: dict[str, Any] | None) -> None:
+    """``throttled_runs``: the previous run's streak plus this run, or 0."""
+    now = _throttled_now(gpu)
+    if now is None:
+        gpu.mark_unavailable(
+            "throttled_runs", UnavailableReason.NOT_SUPPORTED, "throttle reasons not read"
+        )
+        return
+    before = prev.get(STREAK) if prev else None
+    before = before if isinstance(before, int) and not isinstance(before, bool) else 0
+    gpu.throttled_runs = before + 1 if now else 0  # type: ignore[attr-defined]
 
 
 def _interval(prev: dict[str, Any] | None, taken: datetime) -> float | None:

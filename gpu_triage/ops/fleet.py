@@ -156,6 +156,8 @@ class FleetReport(Model):
     )
     window_start: str = ""
     window_end: str = ""
+    since: str = Field(default="", description="runs before this time were left out")
+    runs_before_since: int = 0
     errors: list[str] = Field(default_factory=list, description="the first unreadable inputs")
     error_count: int = 0
     top_findings: list[TopFinding] = Field(default_factory=list)
@@ -227,6 +229,8 @@ def analyse(
         window_end=max(ends, default=""),
         errors=read.errors,
         error_count=read.error_count,
+        since=read.since,
+        runs_before_since=read.outside,
     )
     rep.top_findings = _top_findings(nodes, top)
     _offenders(rep, nodes, top, gpus_total)
@@ -486,9 +490,8 @@ def _hot_spots(
     statement = (
         f"a place is hot when its GPUs' mean temperature over the window is {delta:g} °C or "
         f"more above the rest of the fleet and the 95% interval of the difference excludes "
-        f"zero; places with fewer than {MIN_GPUS_PER_PLACE} GPUs are not compared"
-        + (f" ({small} such)" if small else "")
-        + f"; {CORRELATED}"
+        f"zero; a place with fewer than {MIN_GPUS_PER_PLACE} GPUs, or with fewer than that outside "
+        "it, is not compared" + (f" ({small} such)" if small else "") + f"; {CORRELATED}"
     )
     return out, statement
 
@@ -599,6 +602,8 @@ def _header(rep: FleetReport) -> list[str]:
     ]
     if rep.window_start:
         lines.append(f"Window: {m(rep.window_start)} to {m(rep.window_end)}.")
+    if rep.since:
+        lines.append(f"Runs before {m(rep.since)} left out (--since): {rep.runs_before_since:,}.")
     lines.append("")
     if rep.error_count:
         lines += [f"{_n(rep.error_count, 'unreadable input')} skipped:", ""]

@@ -205,11 +205,21 @@ def _check(rec: dict[str, Any]) -> tuple[str, list[Any], list[Any], list[Any]]:
     return ts, findings, gpus, codes
 
 
-def fold(st: NodeState, rec: dict[str, Any], where: tuple[int, int], target: float) -> None:
-    """Fold one run record (a dict as the exporter writes it) into its node's state.
-    Raises :class:`BadRecord` before changing anything when the record is malformed.
-    This runs once per history line: it is written for speed (no copies of the record)."""
+@dataclass(frozen=True)
+class ReadOptions:
+    target: float = DEFAULT_UTIL_TARGET  # utilisation counted "at target" from here (F9)
+    since: str = ""  # UTC ISO time: earlier runs are outside the window and not read
+
+
+def fold(st: NodeState, rec: dict[str, Any], where: tuple[int, int], opts: ReadOptions) -> bool:
+    """Fold one run record (a dict as the exporter writes it) into its node's state;
+    False, changing nothing, for a run before the window. Raises :class:`BadRecord`
+    before changing anything when the record is malformed. This runs once per history
+    line: it is written for speed (no copies of the record)."""
     ts, findings, gpus, codes = _check(rec)
+    if ts and ts < opts.since:  # a run without a time is kept: it cannot be placed
+        return False
+    target = opts.target
     driver = rec.get("driver")
     st.runs += 1
     if ts and (not st.first_ts or ts < st.first_ts):
@@ -273,6 +283,7 @@ def fold(st: NodeState, rec: dict[str, Any], where: tuple[int, int], target: flo
         st.last, st.gpus = order, gpus
         st.last_rules = [f["rule"] for f in findings]
         st.driver, st.rack, st.row = driver, rec.get("rack"), rec.get("row")
+    return True
 
 
 # --------------------------------------------------------------------------- reading units
@@ -281,24 +292,30 @@ def fold(st: NodeState, rec: dict[str, Any], where: tuple[int, int], target: flo
 @dataclass
 class Part:
     """What one reader returns: node states, run count, the first errors and their count.
-    An error is (file index, byte offset of its line, line number within the range, text)."""
+    An error is (file index, byte offset of its line, line number within the range, or 0
+    for the whole file, or -1 when the text names the file itself, text)."""
 
     nodes: dict[str, NodeState] = field(default_factory=dict)
     runs: int = 0
     errors: list[tuple[int, int, int, str]] = field(default_factory=list)
     error_count: int = 0
+    outside: int = 0  # runs before the window
 
     def error(self, file_idx: int, offset: int, line: int, text: str) -> None:
         self.error_count += 1
         if len(self.errors) < MAX_ERRORS_KEPT:
             self.errors.append((file_idx, offset, line, text))
 
-    def add(self, host: str, rec: dict[str, Any], where: tuple[int, int], target: float) -> None:
+    def add(
+        self, host: str, rec: dict[str, Any], where: tuple[int, int], opts: ReadOptions
+    ) -> None:
         st = self.nodes.get(host)
         fresh = st is None
         if st is None:
             st = NodeState()
-        fold(st, rec, where, target)  # raises before changing st
+        if not fold(st, rec, where, opts):  # raises before changing st
+            self.outside += 1
+            return
         if fresh:
             self.nodes[host] = st
         self.runs += 1
@@ -335,7 +352,14 @@ def _loads_line(raw: bytes) -> Any:
         text = raw.decode()
     except UnicodeDecodeError:
         text = raw.decode("utf-8", "replace")
-    return _DECODER.decode(text)
+    if text[:1] != "{":
+        return _DECODER.decode(text)  # leading blanks, or not an object: the general path
+    # raw_decode is decode() without its two whitespace scans; what follows the value
+    # must still be blank (a torn line with the next run appended is no record)
+    value, end = _DECODER.raw_decode(text)
+    if end != len(text) and not text[end:].isspace():
+        raise json.JSONDecodeError("Extra data", text, end)
+    return value
 
 
 def _lines(fh: Any, start: int, end: int) -> Iterator[tuple[int, bytes, bool]]:
@@ -364,7 +388,7 @@ def _lines(fh: Any, start: int, end: int) -> Iterator[tuple[int, bytes, bool]]:
 _BLANK = b" \t\r\n"
 
 
-def _read_jsonl(unit: Unit, part: Part, target: float) -> None:
+def _read_jsonl(unit: Unit, part: Part, opts: ReadOptions) -> None:
     idx, path, start, end = unit
     try:
         fh = open_regular(path)
@@ -380,7 +404,7 @@ def _read_jsonl(unit: Unit, part: Part, target: float) -> None:
                 continue
             try:
                 rec = _loads_line(raw)
-                part.add(_host(rec), rec, (idx, offset), target)
+                part.add(_host(rec), rec, (idx, offset), opts)
             except jsonio.NonFiniteNumber as exc:
                 part.error(idx, offset, n, f"{exc.token}: not a finite number")
             except (json.JSONDecodeError, RecursionError):
@@ -391,20 +415,21 @@ def _read_jsonl(unit: Unit, part: Part, target: float) -> None:
                 part.error(idx, offset, n, f"not a run record: {exc}")
 
 
-def _read_document(unit: Unit, part: Part, target: float) -> None:
+def _read_document(unit: Unit, part: Part, opts: ReadOptions) -> None:
     """A findings document or a snapshot (evaluated here), as one run record."""
     idx, path, _, _ = unit
     for rec, problem in records_from_document(Path(path)):
         if problem:
-            part.error(idx, 0, 0, problem)
+            part.error(idx, 0, -1, problem)  # the message names the file (and line) itself
             continue
         try:
-            part.add(_host(rec), rec, (idx, 0), target)
+            part.add(_host(rec), rec, (idx, 0), opts)
         except BadRecord as exc:
             part.error(idx, 0, 0, f"not a run record: {exc}")
 
 
-def read_units(units: list[Unit], target: float = DEFAULT_UTIL_TARGET) -> Part:
+def read_units(units: list[Unit], opts: ReadOptions | None = None) -> Part:
+    opts = opts or ReadOptions()
     part = Part()
     # Every record is freed by its reference count; the cyclic collector would only walk
     # the young parsed dicts again and again (a tenth of the time), so it pauses here.
@@ -413,9 +438,9 @@ def read_units(units: list[Unit], target: float = DEFAULT_UTIL_TARGET) -> Part:
     try:
         for unit in units:
             if unit[1].endswith(".jsonl"):
-                _read_jsonl(unit, part, target)
+                _read_jsonl(unit, part, opts)
             else:
-                _read_document(unit, part, target)
+                _read_document(unit, part, opts)
     finally:
         if was_enabled:
             gc.enable()
@@ -481,24 +506,32 @@ class FleetRead:
     errors: list[str]
     error_count: int
     files: int
+    outside: int = 0  # runs before ``since``
+    since: str = ""
 
 
 def read_fleet(
-    paths: Iterable[Path], workers: int | None = None, target: float = DEFAULT_UTIL_TARGET
+    paths: Iterable[Path],
+    workers: int | None = None,
+    target: float = DEFAULT_UTIL_TARGET,
+    since: str = "",
 ) -> FleetRead:
+    """Every run record under ``paths`` (runs before ``since``, a UTC ISO time, left out)."""
+    opts = ReadOptions(target, since)
     files = expand(paths)
     workers = workers or min(os.cpu_count() or 1, 8)
     groups = plan(files, workers)
     if len(groups) > 1:
         with ProcessPoolExecutor(len(groups)) as pool:
-            parts = list(pool.map(read_units, groups, [target] * len(groups)))
+            parts = list(pool.map(read_units, groups, [opts] * len(groups)))
     else:
-        parts = [read_units(groups[0] if groups else [], target)]
+        parts = [read_units(groups[0] if groups else [], opts)]
     nodes: dict[str, NodeState] = {}
     raw_errors: list[tuple[int, int, int, str]] = []
-    runs = error_count = 0
+    runs = error_count = outside = 0
     for part in parts:
         runs += part.runs
+        outside += part.outside
         error_count += part.error_count
         raw_errors += part.errors
         for host, st in part.nodes.items():
@@ -507,15 +540,20 @@ def read_fleet(
                 nodes[host] = st
             else:
                 mine.merge(st)
-    return FleetRead(nodes, runs, _locate(raw_errors, files), error_count, len(files))
+    errors = _locate(raw_errors, files)
+    return FleetRead(nodes, runs, errors, error_count, len(files), outside, since)
 
 
 def _locate(raw: list[tuple[int, int, int, str]], files: list[Path]) -> list[str]:
-    """The first errors in file order as ``file:line: text``; a range that does not start
-    the file counts the lines before it (only for the few errors kept)."""
+    """The first errors in file order as ``file:line: text`` (``file: text`` for a whole
+    file; as written for a document's own message); a range that does not start the file
+    counts the lines before it (only for the few errors kept)."""
     out = []
     for idx, offset, n, text in sorted(raw)[:MAX_ERRORS_KEPT]:
         path = str(files[idx])
+        if n < 0:
+            out.append(text)
+            continue
         if n == 0:
             out.append(f"{path}: {text}")
             continue

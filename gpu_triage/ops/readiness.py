@@ -53,7 +53,9 @@ class Profile(BaseModel):
         default="warning", description="findings at or above this severity fail the node"
     )
     stages: list[str] = Field(
-        default_factory=lambda: ["hardware", "readiness"],
+        # FD3 holds link width, NVLink and fabric state (the guide's scaling stage): a node
+        # whose links are down or downtrained is not ready either.
+        default_factory=lambda: ["hardware", "FD3", "readiness"],
         description="stages of the rules whose findings count (others are reported only)",
     )
     commands: list[ProfileCommand] = Field(default_factory=list)

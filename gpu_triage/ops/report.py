@@ -38,7 +38,8 @@ def findings_markdown(doc: FindingsDocument) -> str:
             if doc.engine.fallback_reason
             else ""
         ),
-        f"- Rulebook: {doc.rulebook.rules} rules, fingerprint {md_text(doc.rulebook.fingerprint)}",
+        f"- Rulebook: {doc.rulebook.rules} rules, fingerprint {md_text(doc.rulebook.fingerprint)}"
+        + _overlays(doc),
         f"- Findings: {s.critical} critical, {s.warning} warning, {s.info} info; "
         f"{s.cannot_evaluate} cannot evaluate; {s.needs_confirmation} need confirmation",
         "",
@@ -66,6 +67,19 @@ def findings_markdown(doc: FindingsDocument) -> str:
     return "\n".join(lines).rstrip() + "\n"
 
 
+def _overlays(doc: FindingsDocument) -> str:
+    """The site's changes to the packaged rulebook, on the rulebook line."""
+    rb = doc.rulebook
+    out = ""
+    if rb.overlays:
+        out += "; overlays " + ", ".join(md_code(n) for n in rb.overlays)
+    if rb.disabled:
+        out += "; disabled: " + ", ".join(
+            f"{md_code(rid)} ({md_text(why)})" for rid, why in sorted(rb.disabled.items())
+        )
+    return out
+
+
 def _cannot_evaluate(findings: list[Finding]) -> list[str]:
     """One line per cause, the rules it stopped listed compactly (the JSON has each)."""
     groups = group_unknowns(findings)
@@ -77,7 +91,10 @@ def _cannot_evaluate(findings: list[Finding]) -> list[str]:
     for g in groups:
         rules = ", ".join(md_code(r) for r in g.rules)
         where = f" on {g.subjects} subjects" if g.subjects > len(g.rules) else ""
-        out.append(f"- **{md_text(g.cause)}**: {counted(len(g.rules), 'rule')}{where}: {rules}")
+        facts = f" ({md_text(', '.join(g.facts))})" if g.facts else ""
+        out.append(
+            f"- **{md_text(g.cause)}**{facts}: {counted(len(g.rules), 'rule')}{where}: {rules}"
+        )
     out.append("")
     return out
 

@@ -80,7 +80,7 @@ def valid_xid_key(key: str) -> bool:
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
 
 class SeenEntry(_Model):

@@ -128,6 +128,7 @@ def failure_document(spec: RunSpec, reason: str, hostname: str = "") -> Findings
             rules=len(book.rules),
             sources=book.sources,
             disabled=book.disabled,
+            overlays=book.overlays,
         ),
         summary=Summary(),
     )

@@ -69,6 +69,10 @@ SAMPLES = {
     ),
     "iperf3": (HAND / "iperf3/iperf3-P4-sum.txt", lambda f: f.host.net_throughput_gbps > 0),
     "fio": (HAND / "fio/fio3-seqread-libaio.txt", lambda f: f.host.storage_read_mib_s > 0),
+    "mountstats": (
+        HAND / "proc/mountstats-nfs4-slow-reads-getattr-storm-k5.15.txt",
+        lambda f: [m.fstype for m in f.mounts] == ["nfs4", "nfs"] and f.mounts[0].read_ops > 0,
+    ),
     "kubectl-describe-pod": (
         HAND / "k8s/describe-pod-pending-insufficient-gpu.txt",
         lambda f: f.scheduler.k8s_pod_gpu_requested >= 1,
@@ -140,6 +144,14 @@ SAMPLES = {
     "fabricmanager-log": (
         HAND / "fabric-manager/fabricmanager-nvswitch-errors.log",
         lambda f: [s.code for s in f.sxids] == [20034, 12028],
+    ),
+    "docker-info": (
+        HAND / "container/docker-info-24-runc-default-nvidia-registered.txt",
+        lambda f: f.scheduler.docker_default_runtime == "runc",
+    ),
+    "nvidia-ctk-cdi-list": (
+        HAND / "container/nvidia-ctk-cdi-list-found-0.txt",
+        lambda f: f.scheduler.cdi_nvidia_devices == 0,
     ),
 }
 

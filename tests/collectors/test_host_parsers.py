@@ -609,6 +609,25 @@ rand: (groupid=1, jobs=1): err= 0: pid=2: Mon Jan  8 12:01:00 2024
   read: IOPS=1.2M, BW=4915MB/s (4688MiB/s)(295GB/60001msec)
 """
 
+# --numjobs=8 --group_reporting: one header for the eight jobs (fio 3.28 layout).
+FIO3_GROUP_REPORTING_8 = (HAND / "fio/fio3-seqread-numjobs8-group-reporting.txt").read_text()
+
+FIO_JSON_GROUPED = json.dumps(
+    {
+        "fio version": "fio-3.28",
+        "global options": {"rw": "read", "bs": "1M", "numjobs": "8", "group_reporting": ""},
+        "jobs": [
+            {
+                "jobname": "concread",
+                "groupid": 0,
+                "error": 0,
+                "job options": {"name": "concread"},
+                "read": {"bw_bytes": 1526726656, "bw": 1490944, "iops": 1456.0},
+            }
+        ],
+    }
+)
+
 FIO_JSON = "note: both iodepth >= 1 and synchronous I/O engine are selected\n" + json.dumps(
     {
         "fio version": "fio-3.28",
@@ -633,7 +652,8 @@ FIO_JSON = "note: both iodepth >= 1 and synchronous I/O engine are selected\n" +
 @pytest.mark.parametrize(
     ("text", "expected"),
     [
-        (FIO3_SEQREAD, {"read_mib_s": 2048.0, "read_iops": 2048.0}),
+        (FIO3_SEQREAD, {"read_mib_s": 2048.0, "read_iops": 2048.0, "read_jobs": 1}),
+        (FIO3_GROUP_REPORTING_8, {"read_mib_s": 1456.0, "read_iops": 1456.0, "read_jobs": 8}),
         (
             FIO3_TWO_JOBS_RANDRW,
             {
@@ -641,12 +661,14 @@ FIO_JSON = "note: both iodepth >= 1 and synchronous I/O engine are selected\n" +
                 "read_iops": 301000.0,
                 "write_mib_s": 504.0,
                 "write_iops": 129000.0,
+                "read_jobs": 2,
             },
         ),
-        (FIO2_OLD, {"read_mib_s": 511.145, "read_iops": 511.0}),
+        (FIO2_OLD, {"read_mib_s": 511.145, "read_iops": 511.0, "read_jobs": 1}),
         # kb_base=1000: MB means 10^6 bytes; the best of two stonewalled groups.
-        (FIO3_TWO_GROUPS_KB1000, {"read_mib_s": 4687.5, "read_iops": 1_200_000.0}),
-        (FIO_JSON, {"read_mib_s": 2048.0, "read_iops": 2048.0}),
+        (FIO3_TWO_GROUPS_KB1000, {"read_mib_s": 4687.5, "read_iops": 1_200_000.0, "read_jobs": 1}),
+        (FIO_JSON, {"read_mib_s": 2048.0, "read_iops": 2048.0, "read_jobs": 1}),
+        (FIO_JSON_GROUPED, {"read_mib_s": 1456.0, "read_iops": 1456.0, "read_jobs": 8}),
         ("fio: pid=0, err=2/file:filesetup.c:xxx, func=open, error=No such file", {}),
         ("", {}),
     ],

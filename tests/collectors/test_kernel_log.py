@@ -1029,7 +1029,17 @@ def _fake(
 def test_collector_protocol() -> None:
     c = KernelLogCollector()
     assert c.name == "kernel_log"
-    assert c.kinds == ("xid", "sxid", "aer", "bus_loss", "oom", "nvlink_error", "pcie_limit")
+    assert c.kinds == (
+        "xid",
+        "sxid",
+        "aer",
+        "bus_loss",
+        "oom",
+        "nvlink_error",
+        "pcie_limit",
+        "error",
+        "driver",
+    )
 
 
 def test_collector_reads_named_file_whole(ctx: CollectContext, tmp_path: Path) -> None:
@@ -1082,11 +1092,35 @@ def test_collector_uses_journalctl(ctx: CollectContext, monkeypatch: pytest.Monk
     fake = _fake(monkeypatch, {"journalctl": (0, journal, "")})
     facts = Facts()
     KernelLogCollector().collect(ctx, facts)
-    assert fake.calls == [["journalctl", "-k", "--no-pager", "-o", "short-iso", "--since=-7200s"]]
+    assert fake.calls == [
+        ["journalctl", "-k", "--no-pager", "-o", "short-iso", "--since=-7200s", "--lines=100000"]
+    ]
     assert [x.code for x in facts.xids] == [48] and facts.xids[0].pid is None
     assert [s.link for s in facts.sxids] == [3]
     assert facts.xids[0].age_s is not None and abs(facts.xids[0].age_s) < 120
     assert ctx.raw[0].source.startswith("journalctl -k") and ctx.raw[0].text == journal
+
+
+@pytest.mark.parametrize(("entries", "cut"), [(4, False), (5, True)])
+def test_journal_storm_keeps_newest_lines_and_records_the_cut(
+    ctx: CollectContext, monkeypatch: pytest.MonkeyPatch, entries: int, cut: bool
+) -> None:
+    """journalctl is asked for the newest N entries of the window (--lines): a storm
+    longer than that loses its oldest lines, never the newest, and the read says so."""
+    from gpu_triage.collectors import kernel_log as collector
+
+    monkeypatch.setattr(collector, "JOURNAL_MAX_LINES", 5)
+    lines = [
+        f"{(NOW_LOCAL - timedelta(seconds=entries - i)).strftime('%Y-%m-%dT%H:%M:%S%z')} gpu7 "
+        f"kernel: NVRM: Xid (PCI:0000:41:00): {31 + i}, pid=7, name=a, MMU Fault\n"
+        for i in range(entries)
+    ]
+    fake = _fake(monkeypatch, {"journalctl": (0, "".join(lines), "")})
+    facts = Facts()
+    KernelLogCollector().collect(ctx, facts)
+    assert fake.calls[0][-1] == "--lines=5"
+    assert [x.code for x in facts.xids] == [31 + i for i in range(entries)]
+    assert [r.truncated for r in ctx.raw] == [cut]
 
 
 def test_collector_falls_back_to_dmesg_iso(

@@ -160,3 +160,28 @@ def test_window_start_walks_back_in_chunks(tmp_path: Path) -> None:
         assert not span.truncated
     finally:
         os.close(fd)
+
+
+def test_fifo_whose_writer_already_wrote_and_left_is_read_not_waited_on(tmp_path: Path) -> None:
+    """The writer came, wrote everything and closed before the collector looked (our own
+    reader kept the pipe's data alive): reopening the FIFO to block for a writer waited
+    forever; the data must be read and the call must end."""
+    fifo = tmp_path / "dmesg.fifo"
+    os.mkfifo(fifo)
+    keep = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        with fifo.open("w") as fh:
+            fh.write(_log(datetime.now(UTC), 1, 300))
+        box: list[Facts] = []
+        t = threading.Thread(
+            target=lambda: box.append(
+                _collect(CollectContext(root=tmp_path, kernel_log_file=fifo))
+            ),
+            daemon=True,
+        )
+        t.start()
+        t.join(20)
+        assert not t.is_alive(), "the collector blocked on a FIFO with no writer left"
+    finally:
+        os.close(keep)
+    assert box and [x.pid for x in box[0].xids] == [0, 100, 200]

@@ -226,9 +226,17 @@ def _check_q_gpu(gpu: GpuFacts, exp: dict[str, Any]) -> None:
         elif key == "temperature_c":
             assert gpu.temperature_gpu_c == value["gpu_current"]
             assert gpu.temperature_memory_c == value.get("memory_current")
-            # T.Limit rows are margins, never temperatures
-            assert gpu.temperature_slowdown_c is None
-            assert gpu.temperature_shutdown_c is None
+            # T.Limit rows are margins, never temperatures: the thresholds are where each
+            # sits relative to the T.Limit (current + GPU T.Limit margin)
+            if "gpu_tlimit" in value:
+                tlimit = value["gpu_current"] + value["gpu_tlimit"]
+                assert gpu.temperature_slowdown_c == tlimit - value["gpu_slowdown_tlimit"]
+                assert gpu.temperature_shutdown_c == tlimit - value["gpu_shutdown_tlimit"]
+                assert gpu.temperature_max_operating_c == tlimit - value["gpu_max_operating_tlimit"]
+                assert gpu.temperature_slowdown_c not in (-2, -8, 0)
+            else:
+                assert gpu.temperature_slowdown_c is None
+                assert gpu.temperature_shutdown_c is None
         elif key == "power_w":
             assert gpu.power_draw_w == value["draw"]  # not the memory rail's draw
             assert gpu.power_limit_w == value["current_limit"]
@@ -333,7 +341,8 @@ def test_q_modern_two_gpus_mig_counters_and_errors() -> None:
     assert a.remapped_rows_uncorrectable == 1 and a.remapped_rows_pending is True
     assert a.remapped_rows_failure is False
     assert a.temperature_gpu_c == 41 and a.temperature_memory_c == 48
-    assert a.temperature_shutdown_c is None and a.temperature_slowdown_c is None
+    # T.Limit margins: 41 C + 45 = T.Limit 86; slowdown -2 -> 88, shutdown -7 -> 93
+    assert (a.temperature_slowdown_c, a.temperature_shutdown_c) == (88.0, 93.0)
     assert a.power_draw_w == 88.12  # average preferred, memory rail ignored
     assert a.power_limit_w == 400
     assert a.clocks_sm_mhz == 1410 and a.clocks_sm_max_mhz == 1410

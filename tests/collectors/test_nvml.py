@@ -125,7 +125,12 @@ def test_h100_recorded_values(tmp_path: Path) -> None:
         "retired_pages_pending",
         "fan_speed_pct",
         "fabric_health",
+        # "GPU Target Temperature: N/A" in the recording: no acoustic target on SXM
+        "temperature_target_c",
+        "temperature_target_min_c",
+        "temperature_target_max_c",
     }
+    assert (g.temperature_max_operating_c, g.temperature_memory_max_c) == (87.0, 95.0)
     # Other GPUs: bus ids and power of the recorded 8-GPU table.
     assert [x.pci_bus_id for x in facts.gpus][1:3] == ["0000:2a:00.0", "0000:3a:00.0"]
     assert facts.gpus[7].power_draw_w == 75.0

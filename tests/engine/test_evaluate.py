@@ -61,6 +61,8 @@ def test_unavailable_gpu_collector_is_not_healthy(builtin_book, engine: str) -> 
         "input-bound-pipeline",
         "cpu-preprocessing-bottleneck",
         "gpu-repeat-offender",
+        "small-file-storm",  # no disk reads many small requests
+        "input-decompression-bound",  # the host CPUs are not busy
     }
     site_gated = {
         r.id
@@ -70,6 +72,8 @@ def test_unavailable_gpu_collector_is_not_healthy(builtin_book, engine: str) -> 
     # Rules about an event joined to its GPU (an Xid 154 and the GPU's NVML recovery
     # action) have no subject when the kernel log holds no such event.
     about_events = {r.id for r in builtin_book.rules if r.join_gpu}
+    # Rules about a network-filesystem mount have no subject on a node without one.
+    about_mounts = {r.id for r in builtin_book.rules if "mount" in r.iter_kinds}
     # Rules about growth between runs stay quiet until a previous run exists.
     about_growth = {r.id for r in builtin_book.rules if "_delta)" in r.rule.when}
     # Rules about a feature only some GPUs report (the NVSwitch fabric) judge it where read.
@@ -82,7 +86,13 @@ def test_unavailable_gpu_collector_is_not_healthy(builtin_book, engine: str) -> 
     # stay quiet without one).
     fabric_rules = {"fabric-manager-not-running", "fabric-manager-not-installed"}
     assert {f.rule_id for f in doc.cannot_evaluate} == (
-        gpu_rules - decided_by_host - site_gated - about_events - about_growth - where_reported
+        gpu_rules
+        - decided_by_host
+        - site_gated
+        - about_events
+        - about_growth
+        - where_reported
+        - about_mounts
     ) | fabric_rules
     asking = next(f for f in doc.cannot_evaluate if f.rule_id == "gpu-memory-exhaustion-risk")
     assert asking.questions  # the question is still shown
@@ -105,7 +115,8 @@ def test_ranking_is_severity_then_stage_then_rule_order(builtin_book, engine: st
     assert keys == sorted(keys)
     assert doc.findings[0].rule_id == "xid-79-fallen-off-bus"
     order = [f.rule_id for f in doc.findings if f.severity.value == "warning"]
-    assert order == ["gpu-thermal-throttling", "gpu-shared-by-processes", "pcie-link-downgraded"]
+    # the guide checks PCIe width in FD3, before the scheduler's FD4
+    assert order == ["gpu-thermal-throttling", "pcie-link-downgraded", "gpu-shared-by-processes"]
     # a value NVML could not read is evidence of its own, with its reason
     unknown = next(f for f in doc.cannot_evaluate if f.rule_id == "gpu-compute-bound")
     assert unknown.missing[0].reason == "not_supported"

@@ -27,7 +27,7 @@ severity: critical
 stage: hardware
 symptom: "{xid.meaning}"
 cause: "{xid.cause_class}"
-fix: "NVIDIA: {xid.nvidia_immediate} / {xid.nvidia_investigatory}; site: {xid.site_action}"
+fix: "NVIDIA: {xid.nvidia_immediate} / {xid.nvidia_investigatory}[[; site: {xid.site_action}]]"
 when: xid.known and not xid.retired and xid.severity == 'critical'
 group_by: [xid.code, xid.pci_bus_id]
 references: [xid/CATALOG]
@@ -63,7 +63,7 @@ def test_events_are_annotated_and_repeats_fold(tmp_path: Path) -> None:
     ]
     f = doc.findings[0]
     assert f.title == "Xid 79 (FALLEN_OFF_BUS)" and f.symptom == "GPU has fallen off the bus"
-    assert f.fix == "NVIDIA: RESTART_BM / CONTACT_SUPPORT; site: ?"
+    assert f.fix == "NVIDIA: RESTART_BM / CONTACT_SUPPORT"  # no site action: phrased around it
     # the caller's facts are not modified by the annotation
     assert xids[0].known is None
 

@@ -83,14 +83,24 @@ class GpuProfile:
     utilization: list[tuple[int, int]] | None = field(default_factory=lambda: [(0, 0)])
     power_mw: int | None = 100890
     power_limit_mw: int | None = 700000
+    default_power_limit_mw: int | None = 700000  # recorded H100 -q: Default Power Limit 700 W
     temperature_c: int | None = 30
     memory_temperature_c: int | None = 36
     slowdown_c: int | None = 89
     shutdown_c: int | None = 95
+    # GPU Max Operating Temp (the recorded H100: its T.Limit, 87 C) and the acoustic
+    # target: "GPU Target Temperature: N/A" on the datacenter part (NotSupported).
+    max_operating_c: int | None = 87
+    memory_max_c: int | None = 95  # NVML_TEMPERATURE_THRESHOLD_MEM_MAX (HBM3)
+    target_c: int | None = None
+    target_range_c: tuple[int, int] | None = None
     pstate: int | None = 0
     clocks_event_mask: int | None = 0x1
     sm_clock_mhz: int | None = 345
     sm_max_clock_mhz: int | None = 1980
+    # Applications clocks, graphics (recorded H100 -q: 1980 MHz set and default)
+    app_clock_mhz: int | None = 1980
+    default_app_clock_mhz: int | None = 1980
     fan_pct: int | None = None
     ecc_mode: tuple[int, int] | None = (1, 1)
     # (error type, counter type) -> count; missing keys are 0
@@ -159,12 +169,15 @@ def a100_mig() -> GpuProfile:
         utilization=None,  # "not currently supported" on MIG-enabled GPUs
         power_mw=88000,
         power_limit_mw=400000,
+        default_power_limit_mw=400000,
         temperature_c=33,
         memory_temperature_c=41,
         slowdown_c=92,
         shutdown_c=95,
         sm_clock_mhz=1410,
         sm_max_clock_mhz=1410,
+        app_clock_mhz=1410,
+        default_app_clock_mhz=1410,
         memory_total_mib=81920,
         memory_used_mib=13,
         remapped_rows=None,  # NotSupported with MIG instances
@@ -188,14 +201,22 @@ def rtx4090() -> GpuProfile:
         utilization=[(97, 58)],
         power_mw=431000,
         power_limit_mw=450000,
+        default_power_limit_mw=450000,
         temperature_c=71,
         memory_temperature_c=None,
+        memory_max_c=None,
         slowdown_c=87,
         shutdown_c=90,
+        # GeForce: an acoustic target (default 83 C, settable 65-88 C by nvidia-smi -gtt)
+        max_operating_c=85,
+        target_c=83,
+        target_range_c=(65, 88),
         pstate=2,
         clocks_event_mask=0x4,  # SW power cap
         sm_clock_mhz=2520,
         sm_max_clock_mhz=3105,
+        app_clock_mhz=None,  # GeForce: applications clocks not supported
+        default_app_clock_mhz=None,
         fan_pct=62,
         ecc_mode=None,
         retired_pages=None,
@@ -224,13 +245,18 @@ def v100_old_driver() -> GpuProfile:
         utilization=[(100, 35)],
         power_mw=105000,
         power_limit_mw=300000,
+        default_power_limit_mw=300000,
         temperature_c=45,
         memory_temperature_c=43,
         slowdown_c=87,
         shutdown_c=90,
+        max_operating_c=83,
         clocks_event_mask=0x88,  # HW slowdown + HW power brake (recorded)
         sm_clock_mhz=382,
         sm_max_clock_mhz=1530,
+        memory_max_c=85,
+        app_clock_mhz=1312,
+        default_app_clock_mhz=1312,
         retired_pages={0: 0, 1: 0},
         retired_pending=0,
         remapped_rows=None,  # Volta: page retirement, no row remapping
@@ -423,6 +449,16 @@ class FakeNvml:
             return self._need(gpu.slowdown_c)
         if threshold == pynvml.NVML_TEMPERATURE_THRESHOLD_SHUTDOWN:
             return self._need(gpu.shutdown_c)
+        if threshold == pynvml.NVML_TEMPERATURE_THRESHOLD_GPU_MAX:
+            return self._need(gpu.max_operating_c)
+        if threshold == pynvml.NVML_TEMPERATURE_THRESHOLD_MEM_MAX:
+            return self._need(gpu.memory_max_c)
+        if threshold == pynvml.NVML_TEMPERATURE_THRESHOLD_ACOUSTIC_CURR:
+            return self._need(gpu.target_c)
+        if threshold == pynvml.NVML_TEMPERATURE_THRESHOLD_ACOUSTIC_MIN:
+            return self._need(gpu.target_range_c and gpu.target_range_c[0])
+        if threshold == pynvml.NVML_TEMPERATURE_THRESHOLD_ACOUSTIC_MAX:
+            return self._need(gpu.target_range_c and gpu.target_range_c[1])
         raise pynvml.NVMLError(INVALID_ARGUMENT)
 
     def nvmlDeviceGetPerformanceState(self, h: FakeHandle) -> int:
@@ -444,6 +480,17 @@ class FakeNvml:
 
     def nvmlDeviceGetMaxClockInfo(self, h: FakeHandle, clock: int) -> int:
         return self._need(self._dev(h, "nvmlDeviceGetMaxClockInfo").sm_max_clock_mhz)
+
+    def nvmlDeviceGetApplicationsClock(self, h: FakeHandle, clock: int) -> int:
+        return self._need(self._dev(h, "nvmlDeviceGetApplicationsClock").app_clock_mhz)
+
+    def nvmlDeviceGetDefaultApplicationsClock(self, h: FakeHandle, clock: int) -> int:
+        gpu = self._dev(h, "nvmlDeviceGetDefaultApplicationsClock")
+        return self._need(gpu.default_app_clock_mhz)
+
+    def nvmlDeviceGetPowerManagementDefaultLimit(self, h: FakeHandle) -> int:
+        gpu = self._dev(h, "nvmlDeviceGetPowerManagementDefaultLimit")
+        return self._need(gpu.default_power_limit_mw)
 
     def nvmlDeviceGetFanSpeed(self, h: FakeHandle) -> int:
         return self._need(self._dev(h, "nvmlDeviceGetFanSpeed").fan_pct)

@@ -58,7 +58,7 @@ def test_gpu_less_node_has_a_headline_and_one_line_per_cause(tmp_path: Path) -> 
     assert "UNKNOWN (exit 3)" in headline and "no NVIDIA GPU visible" in headline
     assert "NVML library not found" in headline  # says why, in words
     lines = section(text, "Cannot evaluate")
-    causes = [re.match(r"- \*\*(.+?)\*\*:", line) for line in lines]
+    causes = [re.match(r"- \*\*(.+?)\*\*(?: \(.*?\))?:", line) for line in lines]
     assert all(causes), lines
     names = [m.group(1) for m in causes if m]
     assert len(names) == len(set(names))  # one line per distinct cause
@@ -118,3 +118,36 @@ def test_folded_subjects_shapes() -> None:
     assert folded_subjects(lines, brief=True) == "3 lines"
     mixed = finding("node a", ["node b"])
     assert folded_subjects(mixed) == "node a; node b (2 in all)"
+
+
+def test_a_pasted_table_gives_a_few_causes_not_one_line_per_field(tmp_path: Path) -> None:
+    """A pasted nvidia-smi table holds a handful of GPU fields: every rule reading another
+    one is unknown for the same reason (the paste does not show it), said once per kind."""
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT
+
+    table = sorted((ROOT / "tests/data/real-outputs/nvidia-smi").glob("table-8x-h100*.txt"))[0]
+    snap = tmp_path / "pasted.json"
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "gpu_triage",
+            "collect",
+            "--from-text",
+            str(table),
+            "--out",
+            str(snap),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
+    doc = evaluate(load_snapshot(snap), load_rulebook(), engine="reference")
+    assert len(doc.cannot_evaluate) > 40  # GPU x rule
+    lines = section(findings_markdown(doc), "Cannot evaluate")
+    assert len(lines) <= 6, lines
+    gpu_line = next(line for line in lines if line.startswith("- **gpu facts not collected**"))
+    assert "gpu.lost" in gpu_line.replace("\\_", "_")

@@ -276,7 +276,15 @@ def disks(**per_disk: dict[str, object]) -> list[DiskFacts]:
             source="/proc/diskstats",
         )
         base.update(per_disk.get(name, {}))
-        out.append(DiskFacts.model_validate(base))
+        disk = DiskFacts.model_validate(base)
+        # What the host collector derives from /proc/diskstats (sectors read per read).
+        if disk.read_iops and disk.read_mib_s is not None:
+            disk.read_request_kib = round(disk.read_mib_s * 1024 / disk.read_iops, 2)
+        else:
+            disk.mark_unavailable(
+                "read_request_kib", UnavailableReason.NOT_SUPPORTED, "no reads in the window"
+            )
+        out.append(disk)
     return out
 
 

@@ -71,7 +71,11 @@ def test_statements_need_their_minimum_sample(tmp_path: Path) -> None:
     assert rep.top1pct_share_pct is None and "too few GPUs (2" in rep.top1pct_statement
     u = rep.utilisation
     assert u is not None and u.gpus_ranked == 0 and u.gpus_too_few_samples == 2
-    assert rep.hot_spots == [] and "fewer than 8 GPUs are not compared" in rep.hot_statement
+    assert (
+        rep.hot_spots == []
+        and "fewer than 8 GPUs, or with fewer than that outside it, is not compared"
+        in rep.hot_statement
+    )
     text = fleet_markdown(rep)
     assert "1 node, 2 GPUs, 3 runs read from 1 file." in text
     assert "2 GPUs with fewer than 24 samples not ranked" in text
@@ -117,3 +121,48 @@ def test_sections_worst_first(tmp_path: Path) -> None:
     assert (
         heads[0] == "## Utilisation against the target (fleet/F9)"
     )  # the only section with content
+
+
+def test_since_leaves_earlier_runs_out(tmp_path: Path) -> None:
+    from datetime import UTC, datetime
+
+    from gpu_triage.cli.fleet import parse_since
+
+    now = datetime(2026, 11, 3, 12, tzinfo=UTC)
+    assert parse_since("36h", now) == "2026-11-02T00:00:00+00:00"
+    assert parse_since("2d", now) == "2026-11-01T12:00:00+00:00"
+    assert parse_since("2026-11-02T05:30:00+05:30") == "2026-11-02T00:00:00+00:00"
+    assert parse_since("2026-11-02") == "2026-11-02T00:00:00+00:00"  # UTC when it says none
+    d = tmp_path / "h"
+    d.mkdir()
+    bad = [finding("xid-79", "critical", xid=79)]
+    old = [record("a", h, findings=bad, gpus=[gpu(0, util=1.0)]) for h in range(24)]
+    new = [record("a", 24 + h, gpus=[gpu(0, util=99.0)]) for h in range(24)]
+    write(d / "a.jsonl", old + new)
+    rep = analyse(read_fleet([d], workers=1, since=parse_since("2026-11-02T00:00:00Z")))
+    assert rep.runs == 24 and rep.runs_before_since == 24
+    assert rep.window_start == "2026-11-02T00:00:00+00:00" and not rep.top_findings
+    u = rep.utilisation
+    assert u is not None and u.lowest_gpus[0].mean_pct == 99.0
+    assert "Runs before 2026-11-02T00:00:00+00:00 left out (--since): 24." in fleet_markdown(rep)
+
+
+def test_cli_refuses_a_bad_since(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    write(tmp_path / "a.jsonl", [record("a", 0)])
+    r = subprocess.run(
+        [sys.executable, "-m", "gpu_triage", "fleet", str(tmp_path), "--since", "last week"],
+        capture_output=True,
+        text=True,
+    )
+    assert r.returncode == 64 and "--since: 'last week' is neither" in r.stderr
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("garbage\n")
+    r = subprocess.run(
+        [sys.executable, "-m", "gpu_triage", "fleet", str(empty), "--format", "json"],
+        capture_output=True,
+        text=True,
+    )
+    assert r.returncode == 3 and "no run record could be read" in r.stderr  # never "healthy"

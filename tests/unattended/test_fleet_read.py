@@ -162,3 +162,23 @@ def test_exporter_writes_utilisation_per_gpu() -> None:
     utils = [g.utilization_gpu_pct for g in snap.facts.gpus]
     assert utils and all(u is not None for u in utils)
     assert [g["util"] for g in rec["gpus"]] == utils
+
+
+def test_two_records_on_one_line_are_not_one_run(tmp_path: Path) -> None:
+    one, two = line(record("n", 0)).strip(), line(record("n", 1)).strip()
+    path = tmp_path / "n.jsonl"
+    path.write_text(f"{one}{two}\n{one}  \r\n  {two}\n")  # blanks around a record are fine
+    read = read_fleet([path], workers=1)
+    assert read.errors == [f"{path}:1: not JSON"] and read.runs == 2
+
+
+def test_bad_documents_are_named_once(tmp_path: Path) -> None:
+    nan = tmp_path / "nan.json"
+    nan.write_text('{"findings": [],\n "engine": NaN}')
+    other = tmp_path / "other.json"
+    other.write_text('["not a document"]')
+    read = read_fleet([nan, other], workers=1)
+    assert read.errors == [
+        f"{nan}:2:12: NaN: not a finite number",
+        f"{other}: neither a snapshot, a findings document nor a run record",
+    ]

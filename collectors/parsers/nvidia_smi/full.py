@@ -16,6 +16,7 @@ from gpu_triage.collectors.parsers.nvidia_smi.values import (
     _Setter,
     _unavailable_reason,
     as_text,
+    process_value_failed,
 )
 from gpu_triage.model.facts import THROTTLE_REASONS, GpuFacts, GpuProcess
 
@@ -100,6 +101,13 @@ _CHILD_LEVELS: dict[str, dict[str, int]] = {
     "remapped rows": {"bank remap availability histogram": 1},
     "fabric": {"health": 1},
 }
+# 'X T.Limit Temp' rows -> the threshold each one places relative to the T.Limit (the
+# memory row is relative to the memory T.Limit, which is not printed: not derived).
+_TLIMIT_ROWS = {
+    "gpu shutdown t.limit temp": "temperature_shutdown_c",
+    "gpu slowdown t.limit temp": "temperature_slowdown_c",
+    "gpu max operating t.limit temp": "temperature_max_operating_c",
+}
 _GPU_HEADER_RE = re.compile(
     r"^\s*GPU\s+([0-9A-Fa-f]{1,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7])\s*$"
 )
@@ -142,6 +150,7 @@ class _QGpu:
         self.ecc: dict[tuple[str, str], _EccCount] = {}
         self.sram_unc: int | None = None  # parity + SEC-DED, aggregate
         self.processes: list[GpuProcess] = []
+        self.tlimit: dict[str, float | None] = {}  # T.Limit rows: margins, not temperatures
 
     # Each handler returns True when it used the key.
     def apply(self, path: tuple[str, ...], key: str, raw: str) -> bool:
@@ -150,8 +159,8 @@ class _QGpu:
         if not path:
             return self._gpu_level(key, raw)
         top, sub = path[0], path[1:]
-        if top == "mig mode" and not sub and key == "current":
-            s.set("mig_mode", raw, "bool")
+        if top == "mig mode" and not sub and key in ("current", "pending"):
+            s.set("mig_mode" if key == "current" else "mig_mode_pending", raw, "bool")
         elif top == "pci":
             return self._pci(sub, key, raw)
         elif top in _THROTTLE_SECTIONS:
@@ -200,6 +209,10 @@ class _QGpu:
             s.set("clocks_sm_mhz", raw, "float")
         elif top == "max clocks" and not sub and key == "sm":
             s.set("clocks_sm_max_mhz", raw, "float")
+        elif top == "applications clocks" and not sub and key == "graphics":
+            s.set("clocks_applications_graphics_mhz", raw, "float")
+        elif top == "default applications clocks" and not sub and key == "graphics":
+            s.set("clocks_default_applications_graphics_mhz", raw, "float")
         elif top == "processes":
             return self._process(key, raw)
         elif top == "fabric" and not sub and key in ("state", "status"):
@@ -311,7 +324,6 @@ class _QGpu:
         return True
 
     def _temperature(self, key: str, raw: str) -> bool:
-        # 'T.Limit' rows are margins to a limit, not temperatures: deliberately unmapped.
         names = {
             "gpu current temp": "temperature_gpu_c",
             "gpu": "temperature_gpu_c",
@@ -319,11 +331,34 @@ class _QGpu:
             "memory current temp": "temperature_memory_c",
             "gpu slowdown temp": "temperature_slowdown_c",
             "gpu shutdown temp": "temperature_shutdown_c",
+            "gpu max operating temp": "temperature_max_operating_c",
+            "memory max operating temp": "temperature_memory_max_c",
+            "gpu target temperature": "temperature_target_c",
         }
+        if key in _TLIMIT_ROWS or key == "gpu t.limit temp":
+            # 'T.Limit' rows (R565+) are margins to the T.Limit, not temperatures: kept
+            # apart and turned into thresholds at the end of the GPU (finish).
+            self.tlimit[key] = _number(raw)
+            return True
         if key not in names:
             return "temp" in key or "t.limit" in key
         self.s.set(names[key], raw, "float")
         return True
+
+    def _thresholds_from_tlimit(self) -> None:
+        """R565+ prints thresholds as margins: 'GPU T.Limit Temp' is how far the GPU is
+        below its T.Limit (= GPU Max Operating Temp), and each 'X T.Limit Temp' row is
+        where X sits relative to it (-8: eight degrees above). A printed absolute value
+        always wins."""
+        margin = self.tlimit.get("gpu t.limit temp")
+        current = self.gpu.temperature_gpu_c
+        if margin is None or current is None:
+            return
+        tlimit = current + margin
+        for key, name in _TLIMIT_ROWS.items():
+            offset = self.tlimit.get(key)
+            if offset is not None and getattr(self.gpu, name) is None:
+                self.s.value(name, round(tlimit - offset, 1))
 
     def _power(self, key: str, raw: str) -> bool:
         draws = {"average power draw": 2, "power draw": 1, "instantaneous power draw": 0}
@@ -332,6 +367,8 @@ class _QGpu:
             self.s.set("power_draw_w", raw, "float", prio=draws[key])
         elif key in limits:
             self.s.set("power_limit_w", raw, "float", prio=limits[key])
+        elif key == "default power limit":
+            self.s.set("power_limit_default_w", raw, "float")
         elif key == "power state" and self.gpu.performance_state is None:
             self.s.set("performance_state", raw, "pstate")
         else:
@@ -352,8 +389,11 @@ class _QGpu:
                 kind, kind.lower() or None
             )
         elif key in ("name", "process name"):
-            proc.name = raw.strip() or None
+            if not process_value_failed(proc, "name", raw):
+                proc.name = raw.strip() or None
         elif key == "used gpu memory":
+            if process_value_failed(proc, "used_memory_mib", raw):
+                return True
             reason = _unavailable_reason(raw)
             if reason is not None:
                 proc.mark_unavailable("used_memory_mib", reason, raw.strip())
@@ -377,6 +417,7 @@ class _QGpu:
                 self.sram_unc = (self.sram_unc or 0) + n
 
     def finish(self) -> None:
+        self._thresholds_from_tlimit()
         if self.sram_unc is not None:
             self.s.value("sram_uncorrected", self.sram_unc)
         for scope in ("volatile", "aggregate"):

@@ -15,6 +15,7 @@ from gpu_triage.collectors.parsers.nvidia_smi.values import (
     _unavailable_reason,
     as_text,
     normalize_pci_bus_id,
+    process_value_failed,
 )
 from gpu_triage.model.facts import THROTTLE_REASONS, GpuFacts, GpuProcess
 
@@ -94,9 +95,12 @@ def parse_compute_apps_csv(
                 proc.pid = _int(raw) if raw.strip().isdigit() else None
                 ok = ok or proc.pid is not None
             elif role == "name":
-                proc.name = raw or None
+                if not process_value_failed(proc, "name", raw):
+                    proc.name = raw or None
             elif role == "mem":
-                if reason is not None:
+                if process_value_failed(proc, "used_memory_mib", raw):
+                    pass
+                elif reason is not None:
                     proc.mark_unavailable("used_memory_mib", reason, raw)
                 else:
                     m = re.match(r"(\d+(?:\.\d+)?)\s*(MiB|MB|GiB|GB)?$", raw.strip(), re.I)
@@ -162,6 +166,15 @@ _Q_GPU: dict[str, tuple[str, str, int]] = {
     "power.draw.instant": ("power_draw_w", "float", 0),
     "power.limit": ("power_limit_w", "float", 1),
     "enforced.power.limit": ("power_limit_w", "float", 2),
+    "power.default_limit": ("power_limit_default_w", "float", 0),
+    "clocks.applications.graphics": ("clocks_applications_graphics_mhz", "float", 0),
+    "clocks.applications.gr": ("clocks_applications_graphics_mhz", "float", 0),
+    "clocks.default_applications.graphics": (
+        "clocks_default_applications_graphics_mhz",
+        "float",
+        0,
+    ),
+    "clocks.default_applications.gr": ("clocks_default_applications_graphics_mhz", "float", 0),
     "temperature.gpu": ("temperature_gpu_c", "float", 0),
     "temperature.memory": ("temperature_memory_c", "float", 0),
     "clocks.sm": ("clocks_sm_mhz", "float", 0),

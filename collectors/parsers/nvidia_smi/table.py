@@ -16,6 +16,7 @@ from gpu_triage.collectors.parsers.nvidia_smi.values import (
     _unavailable_reason,
     as_text,
     normalize_pci_bus_id,
+    process_value_failed,
 )
 from gpu_triage.model.facts import GpuFacts, GpuProcess, UnavailableReason
 
@@ -176,7 +177,10 @@ def _table_row3(gpu: GpuFacts, s: _Setter, cells: list[str], mig_col: int | None
 
 
 def _parse_process_row(cell: str, has_gi: bool | None) -> GpuProcess | None:
-    t = cell.split()
+    # A bracketed value ends the row in the memory column ("[Unknown Error]", "[N/A]"):
+    # one token, however many words it has.
+    end = re.search(r"\s(\[[^\[\]]{1,40}\])\s*$", cell)
+    t = [*cell[: end.start()].split(), end.group(1)] if end else cell.split()
     if len(t) < 4 or not t[0].isdigit():
         return None
     layouts = [True, False] if has_gi is None else [has_gi]
@@ -193,7 +197,10 @@ def _parse_process_row(cell: str, has_gi: bool | None) -> GpuProcess | None:
         name = " ".join(t[at + 2 : -1])
         if not name:  # name column empty: the last token was the name, memory missing
             name, mem = mem, ""
-        proc.name = name or None
+        if not process_value_failed(proc, "name", name):
+            proc.name = name or None
+        if mem and process_value_failed(proc, "used_memory_mib", mem):
+            return proc
         reason = _unavailable_reason(mem) if mem else UnavailableReason.NOT_COLLECTED
         if reason is not None:
             proc.mark_unavailable("used_memory_mib", reason, mem)

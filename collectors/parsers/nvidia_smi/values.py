@@ -7,7 +7,7 @@ import re
 from collections.abc import Callable, Sequence
 
 from gpu_triage.collectors.pci import normalize_pci
-from gpu_triage.model.facts import GpuFacts, RecoveryAction, UnavailableReason
+from gpu_triage.model.facts import GpuFacts, GpuProcess, RecoveryAction, UnavailableReason
 
 # Lines longer than this are not nvidia-smi output (binary junk, a log blob); skipping
 # them keeps every regex linear and cheap.
@@ -62,6 +62,18 @@ def _unavailable_reason(raw: str) -> UnavailableReason | None:
     if v in ("timeout", "timed out"):
         return UnavailableReason.TIMED_OUT
     return None
+
+
+def process_value_failed(proc: GpuProcess, name: str, raw: str) -> bool:
+    """A process field the driver answered with an error ([Unknown Error], GPU lost):
+    marked unavailable with that reason and the process flagged (``query_error``), never
+    kept as a name or a number. Returns whether it was one."""
+    reason = _unavailable_reason(raw)
+    if reason not in (UnavailableReason.ERROR, UnavailableReason.GPU_LOST):
+        return False
+    proc.mark_unavailable(name, reason, raw.strip()[:80])
+    proc.query_error = True
+    return True
 
 
 def _number(raw: str) -> float | None:

@@ -142,6 +142,7 @@ def _gpu(node: ET.Element, index: int, source: str) -> GpuFacts:
     g.pci_bus_id = normalize_pci(t("pci/pci_bus_id") or node.get("id") or "")
     g.persistence_mode = _yes(t("persistence_mode"))
     g.mig_mode = _yes(t("mig_mode/current_mig"))
+    g.mig_mode_pending = _yes(t("mig_mode/pending_mig"))
     g.compute_mode = (t("compute_mode") or "").lower().replace(" ", "_") or None
     link = "pci/pci_gpu_link_info"
     g.pcie_link_gen = _int(t(f"{link}/pcie_gen/current_link_gen"))
@@ -160,12 +161,20 @@ def _gpu(node: ET.Element, index: int, source: str) -> GpuFacts:
     g.temperature_memory_c = _float(t("temperature/memory_temp"))
     g.temperature_slowdown_c = _float(t("temperature/gpu_temp_slow_threshold"))
     g.temperature_shutdown_c = _float(t("temperature/gpu_temp_max_threshold"))
+    g.temperature_max_operating_c = _float(t("temperature/gpu_temp_max_gpu_threshold"))
+    g.temperature_target_c = _float(t("temperature/gpu_target_temperature"))
     for readings in ("gpu_power_readings", "power_readings"):
         draw = _float(t(f"{readings}/power_draw", f"{readings}/instant_power_draw"))
         limit = _float(t(f"{readings}/current_power_limit", f"{readings}/enforced_power_limit"))
         if draw is not None or limit is not None:
             g.power_draw_w, g.power_limit_w = draw, limit
+            g.power_limit_default_w = _float(t(f"{readings}/default_power_limit"))
             break
+    g.temperature_memory_max_c = _float(t("temperature/gpu_temp_max_mem_threshold"))
+    g.clocks_applications_graphics_mhz = _float(t("applications_clocks/graphics_clock"))
+    g.clocks_default_applications_graphics_mhz = _float(
+        t("default_applications_clocks/graphics_clock")
+    )
     g.clocks_sm_mhz = _float(t("clocks/sm_clock"))
     g.clocks_sm_max_mhz = _float(t("max_clocks/sm_clock"))
     for group, prefix in (
