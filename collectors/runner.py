@@ -25,6 +25,7 @@ from typing import Any
 from gpu_triage.collectors.base import CollectContext, Collector, CollectorUnavailable
 from gpu_triage.collectors.merge import merge_fields
 from gpu_triage.collectors.nvml import NvmlCollector, normalize_bus_id
+from gpu_triage.collectors.process_placement import place_processes
 from gpu_triage.io.node_identity import local_identity
 from gpu_triage.model.catalog import kinds as catalog_kinds
 from gpu_triage.model.facts import Facts
@@ -232,6 +233,9 @@ def collect_snapshot(
             )
         )
     tie_to_gpus(facts)
+    # Where the GPU processes may run (their CPU/NUMA binding and cgroup quota): read
+    # once the GPUs' NUMA nodes are known.
+    place_processes(facts, ctx.root)
     hostname = (facts.host.hostname if facts.host else None) or socket.gethostname()
     ctx.raw[:] = raw
     identity = local_identity(ctx.root)
@@ -297,11 +301,19 @@ def tie_to_gpus(facts: Facts) -> None:
             by_bus.setdefault(key, gpu.index)
     if not by_bus:
         return
+    # The other way too: a pasted `nvidia-smi nvlink -s` names GPUs by index only; with
+    # the GPU table beside it, the index gives the bus id (indexes must be unique).
+    by_index: dict[int, str] = {}
+    for gpu in facts.gpus:
+        if gpu.index is not None and gpu.pci_bus_id:
+            by_index[gpu.index] = gpu.pci_bus_id if gpu.index not in by_index else ""
     for info in catalog_kinds().values():
         if info.gpu_key is None or info.singleton:
             continue
         for item in getattr(facts, info.attr):
             if getattr(item, "gpu_index", None) is not None:
+                if getattr(item, info.gpu_key, None) is None and by_index.get(item.gpu_index):
+                    setattr(item, info.gpu_key, by_index[item.gpu_index])
                 continue
             key = _bus_key(getattr(item, info.gpu_key, None))
             if key is not None and key in by_bus:

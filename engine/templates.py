@@ -243,7 +243,7 @@ _NAMING = frozenset(
 
 # The fields every item of a kind is collected with (they are how it was found): a text
 # may show them without proof.
-_ALWAYS = frozenset({"index", "name", "ca_name", "port", "link", "code", "gpu_index"})
+_ALWAYS = frozenset({"index", "name", "ca_name", "port", "link", "code", "gpu_index", "pid"})
 
 
 def identity_fields() -> dict[str, frozenset[str]]:

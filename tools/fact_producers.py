@@ -106,6 +106,29 @@ def _load_fakes() -> tuple[Any, Any]:
     return fake_nvml, fakeroot
 
 
+def _placed(facts: Any, root: Path) -> Any:
+    """The runner's process placement over a fake /proc and /sys in the kernel's formats."""
+    from gpu_triage.collectors.process_placement import place_processes
+
+    for node, cpus in ((0, "0-55,112-167"), (1, "56-111,168-223")):
+        d = root / "sys" / "devices" / "system" / "node" / f"node{node}"
+        d.mkdir(parents=True, exist_ok=True)
+        (d / "cpulist").write_text(cpus + "\n")
+    cg = root / "sys" / "fs" / "cgroup" / "slurm" / "job_42"
+    cg.mkdir(parents=True, exist_ok=True)
+    (cg / "cpu.max").write_text("800000 100000\n")
+    (cg / "cpu.stat").write_text("nr_periods 5000\nnr_throttled 250\nthrottled_usec 99\n")
+    for p in facts.processes:
+        d = root / "proc" / str(p.pid)
+        d.mkdir(parents=True, exist_ok=True)
+        (d / "status").write_text(
+            f"Name:\tpython\nPid:\t{p.pid}\nCpus_allowed_list:\t0-55\nMems_allowed_list:\t0\n"
+        )
+        (d / "cgroup").write_text("0::/slurm/job_42\n")
+    place_processes(facts, root)
+    return facts
+
+
 def from_collectors(kernel_logs: list[Path], tmp: Path) -> Iterator[tuple[str, Any]]:
     """(collector:NAME, facts) for the live collectors run on their fakes."""
     from gpu_triage.collectors.base import CollectContext, CollectorUnavailable
@@ -130,6 +153,8 @@ def from_collectors(kernel_logs: list[Path], tmp: Path) -> Iterator[tuple[str, A
             CollectContext(root=tmp / f"nvml{n}", window_s=0.01), facts
         )
         yield "collector:nvml", facts
+        if facts.processes:
+            yield "collector:process-placement", _placed(facts, tmp / f"placement{n}")
 
     fake = fakeroot.build_fake_root(tmp / "host")
     # NFS mounts: the recorded mountstats, read again after 100 more READs of each mount.

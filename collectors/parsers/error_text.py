@@ -142,14 +142,17 @@ def scan_kernel_log_errors(
     return events, driver if any(v is not None for v in values.values()) else None
 
 
-_KERNEL_WORDS = re.compile(r"(?i)nvrm|nvidia|mlx5|segfault|peermem")
+_KERNEL_WORDS = re.compile(r"nvrm|nvidia|mlx5|segfault|peermem")  # on lower-cased text
+_WORDS = ("nvrm", "nvidia", "mlx5", "segfault", "peermem")
 MAX_SIEVED_CHARS = 4 << 20  # driver lines kept from one log; a flood is counted, not kept
 
 
 class KernelLineSieve:
     """The lines of a streamed kernel log a driver-line scan can use (those naming NVRM,
-    nvidia, mlx5, a segfault or peermem), kept chunk by chunk so a log read in pieces is
-    never held whole. Linear: each hit is extended to its line once."""
+    nvidia, mlx5, a segfault or peermem; not the Xid lines the kernel-log parser reads
+    itself), kept chunk by chunk so a log read in pieces is never held whole. A chunk
+    with none of the words costs one lower-casing and five substring searches; lines
+    are looked at only in chunks that have one."""
 
     def __init__(self) -> None:
         self.kept: list[str] = []
@@ -166,16 +169,18 @@ class KernelLineSieve:
         self._take(text[:cut])
 
     def _take(self, text: str) -> None:
-        end = -1
-        for m in _KERNEL_WORDS.finditer(text):
-            if m.start() <= end:
-                continue  # same line as the previous hit
-            start = text.rfind("\n", 0, m.start()) + 1
-            end = text.find("\n", m.end())
-            end = len(text) if end < 0 else end
-            if self.size < MAX_SIEVED_CHARS:
-                self.kept.append(text[start:end])
-                self.size += end - start + 1
+        if self.size >= MAX_SIEVED_CHARS:
+            return
+        low = text.lower()
+        if not any(w in low for w in _WORDS):
+            return
+        for line, lowered in zip(text.split("\n"), low.split("\n"), strict=False):
+            if "xid (" in lowered or not _KERNEL_WORDS.search(lowered):
+                continue
+            self.kept.append(line)
+            self.size += len(line) + 1
+            if self.size >= MAX_SIEVED_CHARS:
+                return
 
     def text(self) -> str:
         self._take(self.carry)

@@ -17,6 +17,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, computed_field, model_validator
 
+from gpu_triage.model.nvlink_speeds import nominal_link_gbps
+
 
 class UnavailableReason(StrEnum):
     NOT_SUPPORTED = "not_supported"
@@ -51,6 +53,7 @@ DERIVED_FROM: dict[str, tuple[str, ...]] = {
     "mem_available_pct": ("mem_available_mib", "mem_total_mib"),
     "memory_used_pct": ("memory_used_mib", "memory_total_mib"),
     "power_draw_pct": ("power_draw_w", "power_limit_w"),
+    "nvlink_nominal_gbps": ("name",),
     "rank_imbalance_pct": ("rank_step_times_ms",),
     "latency_tail_ratio": ("latency_p99_ms", "latency_p50_ms"),
     "versions_match": ("kernel_module_version", "library_version"),
@@ -422,6 +425,14 @@ class GpuFacts(FactModel):
         return round(100.0 * self.memory_used_mib / self.memory_total_mib, 2)
 
     @computed_field(  # type: ignore[prop-decorator]
+        description="nominal NVLink rate per link and direction of this GPU model (guide/T3)",
+        json_schema_extra={"unit": "GB/s"},
+    )
+    @property
+    def nvlink_nominal_gbps(self) -> float | None:
+        return nominal_link_gbps(self.name)
+
+    @computed_field(  # type: ignore[prop-decorator]
         description="how far below the hardware slowdown temperature the GPU's own software "
         "limit sits: the lower of GPU Target Temperature and GPU Max Operating Temp, taken "
         "from the slowdown temperature",
@@ -463,6 +474,24 @@ class GpuProcess(FactModel):
         "",
         "the driver listed the process but answered its name or memory with an error "
         "([Unknown Error]); N/A (MIG, WDDM, another PID namespace) is not an error",
+    )
+    # Placement (guide/T5, FD4), from /proc/PID/status and the cgroup (process_placement).
+    cpus_allowed: str | None = fact("", "CPUs the process may run on (Cpus_allowed_list)")
+    mems_allowed: str | None = fact("", "NUMA nodes it may allocate on (Mems_allowed_list)")
+    cpus_pinned: bool | None = fact(
+        "", "its CPUs are a subset of the node's (taskset/numactl/cgroup)"
+    )
+    gpu_numa_cpus_pct: float | None = fact(
+        "%", "share of its allowed CPUs on its GPU's NUMA node (0: all on another node)"
+    )
+    mems_on_gpu_numa_node: bool | None = fact(
+        "", "its memory may be allocated on its GPU's NUMA node"
+    )
+    cgroup: str | None = fact("", "its cgroup v2 path (the 0:: line of /proc/PID/cgroup)")
+    cpu_quota_cores: float | None = fact("cores", "CPU quota of its cgroup (cpu.max quota/period)")
+    cpu_periods: int | None = fact("periods", "CPU quota periods its cgroup has run (cpu.stat)")
+    cpu_throttled_pct: float | None = fact(
+        "%", "share of those periods in which the quota throttled it (nr_throttled/nr_periods)"
     )
 
 

@@ -68,6 +68,7 @@ def low_util_node() -> dict[str, Any]:
                 "nvlink_links_total": 18,
                 "nvlink_links_active": 18,
                 "process_count": 1,
+                "mig_mode": False,
             }
         ],
         "job": {"rank_step_times_ms": [100.0, 101.0]},

@@ -60,6 +60,19 @@ def _mib(num: str, unit: str | None) -> float | None:
     return n
 
 
+_BUS_CELL_RE = re.compile(r"^[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7]\b")
+
+
+def _gpu_row_with_bus(cells: list[str]) -> bool:
+    m = _GPU_ROW1_RE.match(cells[0]) if cells else None
+    return bool(
+        m
+        and len(cells) >= 2
+        and re.search(r"[A-Za-z]", m.group(2))
+        and _BUS_CELL_RE.match(cells[1].strip())
+    )
+
+
 def _table_row1(gpu: GpuFacts, s: _Setter, cells: list[str]) -> None:
     m = _GPU_ROW1_RE.match(cells[0])
     if m is None:  # pragma: no cover - caller checked
@@ -287,8 +300,12 @@ def parse_nvidia_smi_table(text: str | bytes, source: str = "<text>") -> NvidiaS
         if section == "mig":
             continue
         if in_header:
-            header_rows.append(cells)
-            continue
+            if not _gpu_row_with_bus(cells):
+                header_rows.append(cells)
+                continue
+            # A shortened table (a paste, a guide) without the ==== line under its header:
+            # a GPU's first row (index, name ... bus id) ends the header all the same.
+            in_header = False
         m = _GPU_ROW1_RE.match(cells[0])
         if (
             m
