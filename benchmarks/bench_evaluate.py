@@ -39,7 +39,7 @@ os.environ.setdefault("GPU_TRIAGE_CACHE_DIR", tempfile.mkdtemp(prefix="bench-cac
 
 from gpu_triage.engine.compiler import Rulebook, compile_rulebook, load_rulebook  # noqa: E402
 from gpu_triage.engine.durable_backend import DurableBackend  # noqa: E402
-from gpu_triage.engine.evaluate import evaluate  # noqa: E402
+from gpu_triage.engine.evaluate import MAX_ALSO_SEEN, evaluate  # noqa: E402
 from gpu_triage.engine.findings import (  # noqa: E402
     EvidenceItem,
     Finding,
@@ -54,6 +54,8 @@ from gpu_triage.model.facts import (  # noqa: E402
     NvlinkFacts,
     PcieLinkFacts,
     TopoFacts,
+    Unavailable,
+    UnavailableReason,
     XidEvent,
 )
 from gpu_triage.model.snapshot import Snapshot, load_snapshot  # noqa: E402
@@ -383,55 +385,97 @@ BASELINE_RULES = (
     "gpu-thermal-throttling",
     "nvlink-links-down",
 )
+# Said of an investigatory bucket the catalogue does not list (as the engine says it).
+NO_BUCKET = "as written (no bucket of that name in the catalogue)"
+NOT_COLLECTED = Unavailable(reason=UnavailableReason.NOT_COLLECTED)
 
 
 def baseline(snap: Snapshot, book: Rulebook) -> FindingsDocument:
-    """The same rules written by hand: the catalogue looked up once per code, counters
-    built once, one loop per rule, and the findings an engine user reads (titles and
-    texts filled in, the evidence of the fields read, Xid 79 folded per GPU, competing
-    causes within the group), built with the same models."""
+    """The same five rules written by hand, producing the findings the engine produces
+    for them, field for field: the catalogue looked up once per code, the remapping
+    counter built once, one loop per rule; texts filled, evidence (the item's identity,
+    the fields read, the rule's extra evidence, the count), runbook and references,
+    repeated Xids folded per (code, GPU) with their occurrences and other subjects, the
+    conclusions, and competing causes within the GPU rules' group with the clause that
+    decided each (``main`` checks the findings are equal). What it does not need to do:
+    it knows its rules, so it reads no condition, binds nothing generically and
+    evaluates no expression; it handles the shapes of values this snapshot has (a value
+    unknown to a condition would be "cannot evaluate" for the engine; this baseline has
+    no such path and the check would say so)."""
     f = snap.facts
     by_id = {r.id: r for r in book.rules}
     meta = kinds()
-    findings: list[Finding] = []
-    unknown: list[Finding] = []
+    fired: list[Finding] = []
+
+    def fmt(v: Any) -> str:
+        if isinstance(v, bool):
+            return "yes" if v else "no"
+        return f"{v:g}" if isinstance(v, float) else str(v)
+
+    placeholder = re.compile(r"\{([a-z_]+\.[a-z0-9_]+)\}")
 
     def text(template: str, values: dict[str, Any]) -> str:
-        def sub(m: re.Match[str]) -> str:
-            v = values.get(m.group(0)[1:-1])
-            if v is None:
-                return "?"
-            if isinstance(v, bool):
-                return "yes" if v else "no"
-            return f"{v:g}" if isinstance(v, float) else str(v)
+        """Values filled; an optional ``[[...]]`` part left out when one of its values
+        is missing (then the spaces it leaves are tidied), a bare missing one "unknown"."""
+        dropped = False
 
-        return re.sub(r"\{[a-z_]+\.[a-z0-9_]+\}", sub, template.strip())
+        def segment(m: re.Match[str]) -> str:
+            nonlocal dropped
+            inner = m.group(1)
+            if any(values.get(n) is None for n in placeholder.findall(inner)):
+                dropped = True
+                return ""
+            return placeholder.sub(lambda p: fmt(values[p.group(1)]), inner)
+
+        out = re.sub(r"\[\[(.*?)\]\]", segment, template.strip(), flags=re.DOTALL)
+        out = placeholder.sub(
+            lambda p: "unknown" if values.get(p.group(1)) is None else fmt(values[p.group(1)]),
+            out,
+        )
+        if dropped:
+            out = re.sub(r"[ \t]+([.,;:)])", r"\1", re.sub(r"[ \t]{2,}", " ", out)).strip()
+        return out
+
+    def item_evidence(kind: str, item: Any, names: tuple[str, ...]) -> list[EvidenceItem]:
+        out = []
+        for n in names:
+            fi = meta[kind].fields[n]
+            v = _plain(getattr(item, n))
+            why = None if v is not None else str(item.why_unavailable(n) or NOT_COLLECTED)
+            out.append(
+                EvidenceItem(
+                    path=f"{kind}.{n}",
+                    value=v,
+                    unit=fi.unit,
+                    meaning=fi.meaning,
+                    source=item.source or meta[kind].collectors[0],
+                    unavailable=why,
+                )
+            )
+        return out
 
     def finding(
-        rule_id: str,
-        kind: str,
-        item: Any,
-        subject: str,
-        key: str,
-        read: tuple[str, ...],
-        shown: dict[str, Any] | None = None,
+        rule_id: str, subject: str, key: str, values: dict[str, Any], evidence: list[EvidenceItem]
     ) -> Finding:
         r = by_id[rule_id]
-        values = {f"{kind}.{n}": _plain(getattr(item, n)) for n in read}
-        for m in re.finditer(r"\{([a-z_]+)\.([a-z0-9_]+)\}", r.rule.symptom + r.rule.title):
-            if m.group(1) == kind:
-                values[f"{kind}.{m.group(2)}"] = _plain(getattr(item, m.group(2)))
-        evidence = [
-            EvidenceItem(
-                path=path,
-                value=v,
-                unit=meta[kind].fields[path.split(".")[1]].unit,
-                meaning=meta[kind].fields[path.split(".")[1]].meaning,
-                source=item.source,
-            )
-            for path, v in values.items()
-        ]
-        values.update(shown or {})
+        runbook = []
+        for step in r.rule.runbook:
+            cmd = step.command
+            if cmd and any("{" in a for a in cmd):
+                filled = [
+                    re.sub(
+                        r"\{([a-z_]+\.[a-z0-9_]+)\}",
+                        lambda m: (
+                            str(values[m.group(1)])
+                            if values.get(m.group(1)) is not None
+                            else m.group(0)
+                        ),
+                        a,
+                    )
+                    for a in cmd
+                ]
+                step = step.model_copy(update={"command": filled})
+            runbook.append(step)
         return Finding(
             rule_id=rule_id,
             rule_version=r.rule.version,
@@ -447,98 +491,209 @@ def baseline(snap: Snapshot, book: Rulebook) -> FindingsDocument:
             cause=text(r.rule.cause, values),
             fix=text(r.rule.fix, values),
             evidence=evidence,
+            runbook=runbook,
+            references=list(r.rule.references),
             group=r.rule.group,
+            concludes=r.rule.concludes,
+            overridden_by=r.overridden_by,
         )
 
-    def xid_rule(rule_id: str, code: int, fires: Any) -> None:
-        entry = book.xid_codes.get(code)
-        site = book.xid_site.get(code)
-        if entry is None or (site is not None and site[0].severity is not None):
-            return  # the site changed its severity: the rule is not about this code then
-        folded: dict[str | None, Finding] = {}
-        for x in f.xids:
-            if x.code == code and fires(x):
-                first = folded.get(x.pci_bus_id)
-                if first is not None:
-                    first.occurrences += 1
-                    continue
-                subject = f"XID {code} on {x.pci_bus_id} (line {x.line})"
-                folded[x.pci_bus_id] = finding(
-                    rule_id,
-                    "xid",
-                    x,
-                    subject,
-                    f"xid:{x.pci_bus_id}@{x.line}",
-                    ("code", "pci_bus_id", "time_text"),
-                    {"xid.meaning": entry.meaning},
+    # --- the two Xid rules: the catalogue once per code, a counter of remapping events
+    catalog: dict[int, dict[str, Any]] = {}
+
+    def annotations(code: int) -> dict[str, Any]:
+        hit = catalog.get(code)
+        if hit is None:
+            entry, site = book.xid_codes.get(code), book.xid_site.get(code)
+            hit = catalog[code] = {}
+            if entry is not None:
+                inv = entry.investigatory or None
+                hit.update(
+                    {
+                        "xid.meaning": entry.meaning,
+                        "xid.nvidia_immediate": entry.immediate or None,
+                        "xid.nvidia_investigatory": inv,
+                        "xid.nvidia_investigatory_meaning": _bucket(book, inv) if inv else None,
+                        "xid.catalog_severity": entry.severity.value,
+                        "xid.severity": entry.severity.value,
+                    }
                 )
-        findings.extend(folded.values())
+            if site is not None:
+                override, overlay = site
+                if override.action:
+                    hit["xid.site_action"] = f"{override.action} (overlay '{overlay}')"
+                if override.severity is not None:
+                    hit["xid.severity"] = override.severity.value
+        return hit
 
     remaps = Counter(x.pci_bus_id for x in f.xids if x.code in (63, 64) and x.pci_bus_id)
-    xid_rule("xid-79-fallen-off-bus", 79, lambda x: True)
-    xid_rule("xid-48-dbe", 48, lambda x: not (x.pci_bus_id and remaps[x.pci_bus_id]))
+    folded: dict[tuple[str, int, str | None], tuple[Finding, set[str]]] = {}
+    xid_ident = ("code", "pci_bus_id", "time_text")
+    for x in f.xids:
+        if x.code not in (48, 79):
+            continue
+        ann = annotations(x.code)
+        if ann.get("xid.severity") is None or ann["xid.severity"] != ann["xid.catalog_severity"]:
+            continue  # the site changed its severity: the rule is not about this line then
+        if x.code == 48 and x.pci_bus_id and remaps[x.pci_bus_id]:
+            continue  # a remapping event on that GPU: another rule's case
+        rule_id = "xid-79-fallen-off-bus" if x.code == 79 else "xid-48-dbe"
+        bus = x.pci_bus_id
+        subject = f"XID {x.code} on {bus or 'unknown device'}" + (
+            f" (line {x.line})" if x.line else ""
+        )
+        entry = folded.get((rule_id, x.code, bus))
+        if entry is not None:
+            first, seen = entry
+            first.occurrences += 1
+            if len(first.also_seen_on) < MAX_ALSO_SEEN and subject not in seen:
+                seen.add(subject)
+                first.also_seen_on.append(subject)
+            continue
+        values = {
+            **ann,
+            "xid.code": x.code,
+            "xid.pci_bus_id": bus,
+            "xid.time_text": x.time_text,
+        }
+        evidence = item_evidence("xid", x, xid_ident)
+        for path in ("xid.severity", "xid.catalog_severity"):
+            fi = meta["xid"].fields[path[4:]]
+            evidence.append(
+                EvidenceItem(
+                    path=path,
+                    value=ann[path],
+                    unit=fi.unit,
+                    meaning=fi.meaning,
+                    source=x.source or "kernel_log",
+                )
+            )
+        if x.code == 48:
+            evidence += item_evidence("xid", x, ("message", "process_name", "pid"))
+            evidence.append(
+                EvidenceItem(
+                    path="count(xid, (code in [63, 64]) and available(xid.pci_bus_id) and "
+                    "available(pci_bus_id) and (pci_bus_id == xid.pci_bus_id))",
+                    value=0,
+                    meaning="count over xid",
+                    source=meta["xid"].collectors[0],
+                )
+            )
+        key = f"xid:{bus}@{x.line}" if x.line else f"xid:{bus}"
+        fd = finding(rule_id, subject, key, values, evidence)
+        folded[(rule_id, x.code, bus)] = (fd, {subject})
+        fired.append(fd)
+
+    # --- the three GPU rules of the "low-gpu-throughput" group, and why the others lost
     ident = ("index", "pci_bus_id", "name")
-    group: dict[str, list[tuple[str, Finding | None, str]]] = {}
+    group_rules = [
+        r.id for r in book.rules if r.rule.group == "low-gpu-throughput" and r.id in BASELINE_RULES
+    ]
+    concl = {"throttled": False, "interconnect_degraded": False}
     for g in f.gpus:
         subject, key = f"GPU {g.index} ({g.pci_bus_id})", f"gpu:{g.pci_bus_id}"
+        values = {f"gpu.{n}": _plain(getattr(g, n)) for n in _GPU_SHOWN}
         width, width_max = g.pcie_link_width, g.pcie_link_width_max
-        down = width is not None and width_max is not None and width < width_max
-        hot = (g.throttle_hw_thermal_slowdown or g.throttle_sw_thermal_slowdown) and (
-            g.throttle_gpu_idle is False
-        )
         total, active = g.nvlink_links_total, g.nvlink_links_active
-        links = total is not None and active is not None and total > 0 and active < total
-        mine = group[key] = []
-        for rule_id, fires, read, why in (
-            (
-                "pcie-link-downgraded",
-                down,
-                (*ident, "pcie_link_width", "pcie_link_width_max"),
-                f"gpu.pcie_link_width < gpu.pcie_link_width_max is false ({width} >= {width_max})",
+        hw, sw, idle = (
+            g.throttle_hw_thermal_slowdown,
+            g.throttle_sw_thermal_slowdown,
+            g.throttle_gpu_idle,
+        )
+        verdict = {
+            "pcie-link-downgraded": width < width_max,
+            "gpu-thermal-throttling": (hw or sw) and not idle,
+            "nvlink-links-down": total > 0 and active < total,
+        }
+        if verdict["pcie-link-downgraded"] or verdict["nvlink-links-down"]:
+            concl["interconnect_degraded"] = True
+        if verdict["gpu-thermal-throttling"]:
+            concl["throttled"] = True
+        why = {
+            "pcie-link-downgraded": "gpu.pcie_link_width < gpu.pcie_link_width_max "
+            f"(gpu.pcie_link_width = {width}, gpu.pcie_link_width_max = {width_max}) is false",
+            "gpu-thermal-throttling": (
+                "not gpu.throttle_gpu_idle (gpu.throttle_gpu_idle = true) is false"
+                if hw or sw
+                else "gpu.throttle_hw_thermal_slowdown (gpu.throttle_hw_thermal_slowdown = "
+                "false) is false; gpu.throttle_sw_thermal_slowdown "
+                "(gpu.throttle_sw_thermal_slowdown = false) is false"
             ),
-            (
-                "gpu-thermal-throttling",
-                hot,
-                (*ident, "temperature_gpu_c", "throttle_hw_thermal_slowdown"),
-                "gpu.throttle_hw_thermal_slowdown is false",
+            "nvlink-links-down": (
+                "gpu.nvlink_links_active < gpu.nvlink_links_total (gpu.nvlink_links_active = "
+                f"{active}, gpu.nvlink_links_total = {total}) is false"
+                if total > 0
+                else f"gpu.nvlink_links_total > 0 (gpu.nvlink_links_total = {total}) is false"
             ),
-            (
-                "nvlink-links-down",
-                links,
-                (*ident, "nvlink_links_total", "nvlink_links_active"),
-                f"gpu.nvlink_links_active < gpu.nvlink_links_total is false ({active}, {total})",
+        }
+        shown = {
+            "pcie-link-downgraded": ("pcie_link_width", "pcie_link_width_max"),
+            "gpu-thermal-throttling": (
+                "throttle_hw_thermal_slowdown",
+                "throttle_sw_thermal_slowdown",
+                "throttle_gpu_idle",
+                "temperature_slowdown_c",
+                "clocks_sm_mhz",
+                "clocks_sm_max_mhz",
             ),
-        ):
-            fd = finding(rule_id, "gpu", g, subject, key, read) if fires else None
-            mine.append((rule_id, fd, why))
-            if fd is not None:
-                findings.append(fd)
-    for rules in group.values():  # competing causes: the others of the group
-        for rule_id, fd, _ in rules:
-            if fd is None:
+            "nvlink-links-down": ("nvlink_links_total", "nvlink_links_active"),
+        }
+        titles = {rid: text(by_id[rid].rule.title, values) for rid in group_rules}
+        for rule_id in group_rules:
+            if not verdict[rule_id]:
                 continue
+            fd = finding(
+                rule_id, subject, key, values, item_evidence("gpu", g, (*ident, *shown[rule_id]))
+            )
             fd.competing = [
                 RuledOut(
                     rule_id=other,
-                    title=by_id[other].rule.title,
-                    status="fired" if ofd is not None else "not_fired",
-                    reason="also holds" if ofd is not None else why,
+                    title=titles[other],
+                    status="fired" if verdict[other] else "not_fired",
+                    reason="also holds" if verdict[other] else why[other],
                 )
-                for other, ofd, why in rules
+                for other in group_rules
                 if other != rule_id
             ]
-    findings.sort(key=lambda x: (x.sort_key, x.rule_id, x.subject_key))
+            fired.append(fd)
+    order = {r.id: r.order for r in book.rules}
+    fired.sort(key=lambda x: (*x.sort_key, order[x.rule_id], x.subject_key))
     return FindingsDocument(
         engine={"name": "hand-written", "requested": "baseline"},
         rulebook={"fingerprint": "", "rules": len(BASELINE_RULES), "sources": []},
         summary={
-            "critical": sum(x.severity == "critical" for x in findings),
-            "warning": sum(x.severity == "warning" for x in findings),
-            "cannot_evaluate": len(unknown),
+            "critical": sum(x.severity == "critical" for x in fired),
+            "warning": sum(x.severity == "warning" for x in fired),
+            "info": sum(x.severity == "info" for x in fired),
+            "rules_evaluated": len(BASELINE_RULES),
+            "rules_fired": len({x.rule_id for x in fired}),
         },
-        findings=findings,
-        cannot_evaluate=unknown,
+        findings=fired,
+        conclusions=concl,
     )
+
+
+# GPU fields the three GPU rules' texts show
+_GPU_SHOWN = (
+    "index",
+    "pcie_link_width",
+    "pcie_link_width_max",
+    "temperature_gpu_c",
+    "nvlink_links_active",
+    "nvlink_links_total",
+)
+
+
+def _bucket(book: Rulebook, name: str) -> str:
+    key = name.strip()
+    return (
+        book.xid_buckets.get(key) or book.xid_buckets.get(key.split(" (")[0].strip()) or NO_BUCKET
+    )
+
+
+def _comparable(doc: FindingsDocument) -> dict[str, Any]:
+    """What a user reads of a document: findings (every field), summary, conclusions."""
+    return doc.model_dump(mode="json", include={"findings", "summary", "conclusions"})
 
 
 def _plain(v: Any) -> Any:
@@ -559,6 +714,9 @@ def subset(book: Rulebook, ids: tuple[str, ...]) -> Rulebook:
         sxid_codes=book.sxid_codes,
         xid_site=book.xid_site,
         catalog_name=book.catalog_name,
+        xid_buckets=book.xid_buckets,
+        xid74_bits=book.xid74_bits,
+        nvlink5_rules=book.nvlink5_rules,
     )
 
 
@@ -619,11 +777,7 @@ def main() -> int:
 
         # --- the realistic 8-GPU node, and the hand-written baseline
         got, want = (
-            sorted(
-                (f.rule_id, f.subject, f.title, f.symptom, f.occurrences, len(f.competing))
-                for f in d.findings
-            )
-            for d in (eng.run(node, sub, "reference"), baseline(node, book))
+            _comparable(d) for d in (eng.run(node, sub, "reference"), baseline(node, book))
         )
         t_base, t_sub = t["baseline"], t["subset"]
         print(

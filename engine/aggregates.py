@@ -95,20 +95,70 @@ def group_units(
 def units(inp: EvalInput, kind: str, fields: tuple[str, ...]) -> list[Unit]:
     """The items of ``kind`` grouped by ``fields``, cached for the evaluation. When the
     rulebook's fields of the kind are known (``inp.kind_fields``), all items are grouped
-    once by those and every aggregate regroups these few units."""
+    once by those and every aggregate regroups these few units. Collapsed repeats
+    (``inp.repeats``) count for their events."""
     cache = inp.aggregate_cache
     key = ("units", kind, fields)
     hit = cache.get(key)
     if hit is not None:
         return hit  # type: ignore[no-any-return]
     wide = inp.kind_fields.get(kind)
+    rep = inp.repeats.get(kind)
+    if wide is not None and rep is not None:
+        wide = tuple(f for f in wide if f not in rep.varying)
     if wide is not None and fields != wide and set(fields) <= set(wide):
         base = units(inp, kind, wide)
         out = group_units(
             [u.item for u in base], fields, [u.first for u in base], [u.count for u in base]
         )
     else:
-        out = group_units(inp.items(kind), fields)
+        first, counts = inp.weights(kind)
+        out = group_units(inp.items(kind), fields, first, counts)
+    cache[key] = out
+    return out
+
+
+class Values(frozenset[Any]):
+    """The values of a field over the events one unit stands for (a field that differs
+    between repeats: ``distinct`` counts them all)."""
+
+
+def _per_event_units(
+    inp: EvalInput, kind: str, name: str, fields: tuple[str, ...]
+) -> list[tuple[Unit, Values | None]] | None:
+    """When ``name`` differs between the repeats of ``kind`` (None: it does not): units
+    equal in ``fields`` (and in whether ``name`` is present), each with the values of
+    ``name`` over all its events. Cached for the evaluation."""
+    rep = inp.repeats.get(kind)
+    if rep is None or name not in rep.varying:
+        return None
+    cache = inp.aggregate_cache
+    key = ("per-event units", kind, name, fields)
+    hit = cache.get(key)
+    if hit is not None:
+        return hit  # type: ignore[no-any-return]
+    getter = operator.attrgetter(*fields) if fields else (lambda _item: ())
+    slots: dict[Any, list[Any]] = {}
+    firsts, counts = rep.firsts, rep.counts
+    for r, (item, values) in enumerate(zip(rep.reps, rep.value_sets(name), strict=True)):
+        # Present on every event of a group or on none (engine.repeats keys on that).
+        present = None not in values
+        k: Any
+        try:
+            k = (getter(item), present)
+            slot = slots.get(k)
+        except TypeError:  # an unhashable value: this representative on its own
+            k, slot = ("alone", r), None
+        if slot is None:
+            slots[k] = [firsts[r], counts[r], item, set(values) if present else None]
+        else:
+            slot[1] += counts[r]
+            if present:
+                slot[3] |= values
+    out = [
+        (Unit(first, n, item), Values(vals) if vals is not None else None)
+        for first, n, item, vals in slots.values()
+    ]
     cache[key] = out
     return out
 
@@ -238,7 +288,13 @@ class Bucket:
 
 def _combine(func: str, values: list[tuple[Any, int]]) -> Any:
     if func == "distinct":
-        return len({v for v, _ in values})
+        seen: set[Any] = set()
+        for v, _ in values:
+            if isinstance(v, Values):
+                seen |= v
+            else:
+                seen.add(v)
+        return len(seen)
     if func == "sum":
         return aggregate_sum(v for v, n in values for _ in range(n))
     if func in ("max", "min") and values:
@@ -271,7 +327,19 @@ class Index:
         agg = plan.agg
         key_getters = [_getter(local) for local, _ in plan.keys]
         verdicts: dict[tuple[Any, ...], bool | None] = {}
-        for u in units(inp, agg.kind, plan.fields):
+        per_event = (
+            _per_event_units(
+                inp, agg.kind, agg.field, tuple(f for f in plan.fields if f != agg.field)
+            )
+            if agg.func == "distinct" and agg.field
+            else None
+        )
+        pairs: Any = (
+            per_event
+            if per_event is not None
+            else ((u, None) for u in units(inp, agg.kind, plan.fields))
+        )
+        for u, values in pairs:
             fkey = tuple(getattr(u.item, n, None) for n in plan.filter_values) + tuple(
                 plain(getattr(u.item, n, None)) is None for n in plan.filter_presence
             )
@@ -286,8 +354,8 @@ class Index:
                     verdicts[fkey] = state
             if state is False:
                 continue
-            value = None
-            if agg.field is not None:
+            value = values
+            if agg.field is not None and value is None:
                 value = plain(getattr(u.item, agg.field, None))
             kv = tuple(g(ev, u.item) for g in key_getters)
             cand = Candidate(u, state, value, kv)

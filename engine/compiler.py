@@ -40,6 +40,7 @@ from gpu_triage.engine.model import (
     XidOverride,
     check_param_bounds,
 )
+from gpu_triage.engine.placeholders import placeholders
 from gpu_triage.model.catalog import kinds
 
 # How a disabled rule's reason names its overlay (see _Overlays.disable).
@@ -157,6 +158,17 @@ class Rulebook:
 
     def by_id(self, rule_id: str) -> CompiledRule | None:
         return next((r for r in self.rules if r.id == rule_id), None)
+
+    @functools.cached_property
+    def read_paths(self) -> frozenset[str]:
+        """Every ``kind.field`` some rule reads (``CompiledRule.reads``) or fills into a
+        runbook command: what an evaluation's findings can show."""
+        paths = {p for r in self.rules for p in r.reads}
+        for r in self.rules:
+            for step in r.rule.runbook:
+                if step.command:
+                    paths.update(placeholders(step.command))
+        return frozenset(paths)
 
     def readers(self) -> dict[str, list[str]]:
         """``kind.field`` -> the ids of the rules that read it, in rulebook order."""

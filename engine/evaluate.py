@@ -9,9 +9,10 @@ decision itself, which the differential tests compare.
 from __future__ import annotations
 
 import gc
+import itertools
 import operator
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -19,9 +20,14 @@ from gpu_triage.engine import expr as E
 from gpu_triage.engine import templates
 from gpu_triage.engine.backend import Backend, BackendFailure, ReferenceBackend
 from gpu_triage.engine.compiler import CompiledRule, Rulebook
-from gpu_triage.engine.consistency import HEALTHY_TAG, critical_gpus, healthy_bindings
+from gpu_triage.engine.consistency import (
+    HEALTHY_TAG,
+    critical_gpus,
+    gpus_of,
+    healthy_bindings,
+)
 from gpu_triage.engine.durable_backend import shared_backend
-from gpu_triage.engine.enrich import enrich
+from gpu_triage.engine.enrich import enrich_collapsed
 from gpu_triage.engine.findings import (
     EngineInfo,
     EvidenceItem,
@@ -37,6 +43,7 @@ from gpu_triage.engine.inputs import Binding, EvalInput, bindings, subject_key, 
 from gpu_triage.engine.model import RunbookStep
 from gpu_triage.engine.placeholders import PLACEHOLDER_NODE, fill, placeholders
 from gpu_triage.engine.reference import Conclusions, Evaluator, Missing, Val
+from gpu_triage.engine.repeats import Repeats
 from gpu_triage.engine.symptoms import differential
 from gpu_triage.engine.verdict import judge
 from gpu_triage.model.catalog import kinds
@@ -56,20 +63,53 @@ class Decision:
 
 
 class Members(Sequence[Binding]):
-    """The bindings of a class but its first, without copying them out of the pool."""
+    """The bindings of a class but its first, in input order, without copying them out of
+    the pool. With collapsed repeats (``repeats``), every event of the class's
+    representatives but the first, each bound as its representative is."""
 
-    def __init__(self, pool: list[Binding], members: list[int], first: int) -> None:
+    def __init__(
+        self,
+        pool: list[Binding],
+        members: list[int],
+        first: int,
+        kind: str | None = None,
+        repeats: Repeats | None = None,
+    ) -> None:
         self.pool, self.members, self.first = pool, members, first
+        self.kind, self.repeats = kind, repeats
 
     def __len__(self) -> int:
-        return len(self.members) - 1
+        if self.repeats is None:
+            return len(self.members) - 1
+        counts = self.repeats.counts
+        return sum(counts[m] for m in self.members) - 1
 
     def __iter__(self) -> Iterator[Binding]:
-        pool, first = self.pool, self.first
-        return (pool[m] for m in self.members if m != first)
+        pool, first, rep, kind = self.pool, self.first, self.repeats, self.kind
+        if rep is None or kind is None:
+            return (pool[m] for m in sorted(self.members) if m != first)
+        skip = rep.firsts[first]
+        return (
+            {**pool[r], kind: rep.event(r, i)}
+            for i, r in rep.ordered(sorted(self.members))
+            if i != skip
+        )
 
     def __getitem__(self, i: int) -> Binding:  # type: ignore[override]
         return list(self)[i]
+
+    def labels(self, hostname: str) -> Iterator[str]:
+        """The subjects of the bindings, in order: a repeat is named by its own line,
+        which it has before annotation (none is annotated only to be named)."""
+        rep, kind = self.repeats, self.kind
+        if rep is None or kind is None:
+            return (subject_label(b, hostname) for b in self)
+        pool, events, skip = self.pool, rep.events, rep.firsts[self.first]
+        return (
+            subject_label({**pool[r], kind: events[i]}, hostname)
+            for i, r in rep.ordered(sorted(self.members))
+            if i != skip
+        )
 
 
 _ABSENT = object()  # a binding whose item of a kind is unavailable
@@ -157,6 +197,49 @@ def _signature_classes(
     return all_binds, coarse
 
 
+@dataclass
+class _BookPlan:
+    """What decide and the competing causes work out of a rulebook alone, once per
+    rulebook object, not per evaluation."""
+
+    # per stratum: its rules, and its rules per binding signature with the fields read
+    strata: list[tuple[list[CompiledRule], list[tuple[tuple[Any, ...], list[CompiledRule], Any]]]]
+    fields: dict[str, dict[str, tuple[str, ...]]]  # rule id -> read_fields of that rule
+    groups: dict[str, list[CompiledRule]]  # differential group -> its rules, in order
+    order: dict[str, int]  # rule id -> its place in the rulebook
+
+
+_BOOK_PLANS: dict[int, tuple[Rulebook, _BookPlan]] = {}
+
+
+def _plan(book: Rulebook) -> _BookPlan:
+    """Keyed by the rulebook's identity; the entry keeps the rulebook alive, so the id is
+    not reused while cached (a handful of rulebooks per process)."""
+    hit = _BOOK_PLANS.get(id(book))
+    if hit is not None and hit[0] is book:
+        return hit[1]
+    strata = []
+    for stratum in book.strata:
+        by_sig: dict[tuple[Any, ...], list[CompiledRule]] = {}
+        for r in stratum:
+            by_sig.setdefault((r.iter_kinds, r.join_gpu), []).append(r)
+        strata.append((stratum, [(sig, rs, read_fields(rs)) for sig, rs in by_sig.items()]))
+    groups: dict[str, list[CompiledRule]] = {}
+    for r in book.rules:
+        if r.rule.group:
+            groups.setdefault(r.rule.group, []).append(r)
+    plan = _BookPlan(
+        strata,
+        {r.id: read_fields([r]) for r in book.rules},
+        groups,
+        {r.id: r.order for r in book.rules},
+    )
+    if len(_BOOK_PLANS) >= 32:
+        _BOOK_PLANS.clear()
+    _BOOK_PLANS[id(book)] = (book, plan)
+    return plan
+
+
 def decide(inp: EvalInput, book: Rulebook, backend: Backend) -> tuple[list[Decision], Conclusions]:
     concl = Conclusions()
     decisions: list[Decision] = []
@@ -164,25 +247,32 @@ def decide(inp: EvalInput, book: Rulebook, backend: Backend) -> tuple[list[Decis
         concl.declare(name)
     if not inp.kind_fields:
         inp.kind_fields = book.kind_fields
-    for stratum in book.strata:
+    plan = _plan(book)
+    for stratum, signatures in plan.strata:
         # Rules binding the same kinds share their bindings, grouped once by every field
         # they read; each rule then sees one binding per distinct value of its own fields.
-        by_sig: dict[tuple[Any, ...], list[CompiledRule]] = {}
-        for r in stratum:
-            by_sig.setdefault((r.iter_kinds, r.join_gpu), []).append(r)
         binds: dict[str, list[Binding]] = {}
         classes: dict[str, list[list[int]]] = {}
         full: dict[str, list[Binding]] = {}
-        for (iter_kinds, join_gpu), rules in by_sig.items():
-            all_binds, coarse = _signature_classes(inp, iter_kinds, join_gpu, read_fields(rules))
+        for (iter_kinds, join_gpu), rules, fields in signatures:
+            all_binds, coarse = _signature_classes(inp, iter_kinds, join_gpu, fields)
             for r in rules:
-                fine = binding_classes(all_binds, read_fields([r]), coarse)
+                fine = binding_classes(all_binds, plan.fields[r.id], coarse)
                 classes[r.id] = fine
                 binds[r.id] = [all_binds[c[0]] for c in fine]
                 full[r.id] = all_binds
         verdicts = backend.run_stratum(inp, stratum, binds, concl)
         for rule in stratum:
             all_binds = full[rule.id]
+            # kept for the competing causes: why a rule lost is not worked out twice
+            inp.aggregate_cache[("verdicts", rule.id)] = (
+                all_binds,
+                classes[rule.id],
+                [verdicts.get((rule.id, i), False) for i in range(len(classes[rule.id]))],
+            )
+            # Bindings of collapsed repeats stand for every event of their representative.
+            kind = next((k for k in rule.iter_kinds if k in inp.repeats), None)
+            rep = inp.repeats[kind] if kind is not None else None
             for i, (b, members) in enumerate(zip(binds[rule.id], classes[rule.id], strict=True)):
                 verdict = verdicts.get((rule.id, i), False)
                 if rule.rule.concludes:
@@ -197,7 +287,9 @@ def decide(inp: EvalInput, book: Rulebook, backend: Backend) -> tuple[list[Decis
                 if verdict is None:
                     status = Status.CANNOT_EVALUATE
                 first = min(members)
-                same = Members(all_binds, members, first) if len(members) > 1 else ()
+                same: Sequence[Binding] = ()
+                if len(members) > 1 or (rep is not None and rep.counts[first] > 1):
+                    same = Members(all_binds, members, first, kind, rep)
                 decisions.append(Decision(rule, all_binds[first], first, status, same))
     return decisions, concl
 
@@ -241,7 +333,8 @@ def _evaluate(
         check_counts(counts_of(inp.facts), inp.hostname or "snapshot")
     except SnapshotTooLarge as exc:
         raise SnapshotError(str(exc)) from None
-    inp = enrich(inp, book)
+    facts = inp.facts
+    inp = enrich_collapsed(inp, book)
     start = time.perf_counter()
     fallback: str | None = None
     backend: Backend = ReferenceBackend()
@@ -267,7 +360,7 @@ def _evaluate(
     )
     doc.collectors = list(collectors)
     doc.snapshot_source = source
-    code, doc.verdict = judge(doc.summary.critical, doc.summary.warning, doc.collectors, inp.facts)
+    code, doc.verdict = judge(doc.summary.critical, doc.summary.warning, doc.collectors, facts)
     doc.exit_status = int(code)
     return doc
 
@@ -295,25 +388,26 @@ def build_document(
             ev = Evaluator(inp, d.binding, concl)
             key = (d.rule.id, repr([ev.ref(r).value for r in d.rule.group_by]))
             entry = folded.get(key)
-            others = d.same
+            others: Iterable[str] = _labels(d.same, inp.hostname)
+            n_others = len(d.same)
             if entry is None:
                 f = make_finding(inp, d, concl)
                 entry = folded[key] = (f, {f.subject})
                 fired.append(f)
                 fired_ids.add(f.rule_id)
             else:
-                others = [d.binding, *d.same]
+                others = itertools.chain((subject_label(d.binding, inp.hostname),), others)
+                n_others += 1
             first, seen = entry
-            first.occurrences += len(others)
-            for b in others:
+            first.occurrences += n_others
+            for subject in others:
                 if len(first.also_seen_on) >= MAX_ALSO_SEEN:
                     break
-                subject = subject_label(b, inp.hostname)
                 if subject not in seen:
                     seen.add(subject)
                     first.also_seen_on.append(subject)
             continue
-        for i, b in enumerate([d.binding, *d.same]):
+        for i, b in enumerate(itertools.chain((d.binding,), d.same)):
             f = make_finding(inp, d if i == 0 else replace(d, binding=b, same=[]), concl)
             if f.status is Status.FIRED:
                 fired.append(f)
@@ -326,7 +420,7 @@ def build_document(
     for f in fired:
         if f.group:
             f.competing = competing.of(f)
-    order = {r.id: r.order for r in book.rules}
+    order = _plan(book).order
     # What the responder sees (job.symptom) puts its differential first within a severity,
     # its questions first among those to confirm.
     job = inp.facts.job
@@ -371,23 +465,56 @@ def build_document(
     )
 
 
+def _labels(same: Sequence[Binding], hostname: str) -> Iterator[str]:
+    if isinstance(same, Members):
+        return same.labels(hostname)
+    return (subject_label(b, hostname) for b in same)
+
+
 def _without_contradictions(decisions: list[Decision]) -> list[Decision]:
     """No reassuring finding for a GPU with a critical one (engine.consistency)."""
     reassuring = [d for d in decisions if HEALTHY_TAG in d.rule.rule.tags]
     if not reassuring:
         return decisions
-    failing = critical_gpus((d.rule.severity, d.status, [d.binding, *d.same]) for d in decisions)
+    failing = critical_gpus((d.rule.severity, d.status, _gpu_bindings(d)) for d in decisions)
     if not failing:
         return decisions
     out: list[Decision] = []
     for d in decisions:
         if HEALTHY_TAG in d.rule.rule.tags:
-            kept = healthy_bindings([d.binding, *d.same], failing)
-            if not kept:
+            kept_d = _healthy(d, failing)
+            if kept_d is None:
                 continue
-            d = replace(d, binding=kept[0], same=kept[1:])
+            d = kept_d
         out.append(d)
     return out
+
+
+def _gpu_bindings(d: Decision) -> Sequence[Binding]:
+    """Bindings naming every GPU the decision's bindings name: a repeat's GPU is its
+    representative's (the bus id is never a field repeats differ in), so a storm's
+    representatives stand for its events."""
+    same = d.same
+    if isinstance(same, Members) and same.repeats is not None:
+        return [d.binding, *(same.pool[m] for m in same.members if m != same.first)]
+    return [d.binding, *same]
+
+
+def _healthy(d: Decision, failing: set[str]) -> Decision | None:
+    same = d.same
+    if isinstance(same, Members) and same.repeats is not None:
+        pool, rep = same.pool, same.repeats
+        members = [m for m in same.members if not (gpus_of(pool[m]) & failing)]
+        if not members:
+            return None
+        first = min(members)
+        many = len(members) > 1 or rep.counts[first] > 1
+        others = Members(pool, members, first, same.kind, rep) if many else ()
+        return replace(d, binding=pool[first], index=first, same=others)
+    kept = healthy_bindings([d.binding, *same], failing)
+    if not kept:
+        return None
+    return replace(d, binding=kept[0], same=kept[1:])
 
 
 def make_finding(inp: EvalInput, d: Decision, concl: Conclusions) -> Finding:
@@ -550,12 +677,11 @@ class CompetingCauses:
 
     def __init__(self, inp: EvalInput, book: Rulebook, concl: Conclusions) -> None:
         self.inp, self.book, self.concl = inp, book, concl
-        self.groups: dict[str, list[CompiledRule]] = {}
-        for r in book.rules:
-            if r.rule.group:
-                self.groups.setdefault(r.rule.group, []).append(r)
+        self.plan = _plan(book)
+        self.groups = self.plan.groups
         self._binds: dict[tuple[Any, ...], tuple[list[Binding], dict[str, list[int]]]] = {}
         self._memo: dict[tuple[str, frozenset[str]], RuledOut] = {}
+        self._decided: dict[str, list[bool | None]] = {}
 
     def of(self, f: Finding) -> list[RuledOut]:
         buses = frozenset(
@@ -576,7 +702,10 @@ class CompetingCauses:
         sig = (rule.iter_kinds, rule.join_gpu)
         hit = self._binds.get(sig)
         if hit is None:
-            binds = bindings(self.inp, rule.iter_kinds, rule.join_gpu)
+            # decide's bindings of the signature, when it made them (its verdicts index them)
+            binds = self.inp.aggregate_cache.get(("bindings", *sig))
+            if binds is None:
+                binds = bindings(self.inp, rule.iter_kinds, rule.join_gpu)
             by_bus: dict[str, list[int]] = {}
             for i, b in enumerate(binds):
                 gpu = b.get("gpu")
@@ -584,6 +713,23 @@ class CompetingCauses:
                 if bus:
                     by_bus.setdefault(bus, []).append(i)
             hit = self._binds[sig] = (binds, by_bus)
+        return hit
+
+    def _verdicts(self, rule: CompiledRule, binds: list[Binding]) -> list[bool | None] | None:
+        """Per binding, the rule's verdict as decide found it (None: it did not record
+        one over these bindings)."""
+        hit = self._decided.get(rule.id)
+        if hit is None:
+            got = self.inp.aggregate_cache.get(("verdicts", rule.id))
+            if got is None or got[0] is not binds:
+                return None
+            _, classes, values = got
+            out: list[bool | None] = [False] * len(binds)
+            for members, v in zip(classes, values, strict=True):
+                if v is not False:
+                    for m in members:
+                        out[m] = v
+            hit = self._decided[rule.id] = out
         return hit
 
     def _ruled_out(self, other: CompiledRule, buses: frozenset[str]) -> RuledOut:
@@ -599,13 +745,24 @@ class CompetingCauses:
         # One evaluation per distinct set of values the rule reads (classes keep order).
         # No binding at all (a node where the driver enumerates no GPU): nothing to try.
         classes = (
-            binding_classes(related, read_fields([other]))
+            binding_classes(related, self.plan.fields[other.id])
             if len(related) > 1
             else [[0]]
             if related
             else []
         )
         first_unknown: Binding | None = None
+        decided = self._verdicts(other, binds)
+        if decided is not None:  # decide's verdicts: the same evaluation, already done
+            for j, i in enumerate(idx or range(len(binds))):
+                verdict = decided[i]
+                if verdict is True:
+                    return RuledOut(
+                        rule_id=other.id, title=title, status="fired", reason="also holds"
+                    )
+                if verdict is None and first_unknown is None:
+                    first_unknown = related[j]
+            classes = []
         for c in classes:
             v = Evaluator(inp, related[c[0]], concl).evaluate(other.expr)
             if v.value is True:

@@ -18,6 +18,7 @@ Examples::
 from __future__ import annotations
 
 import ast
+import functools
 import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -74,8 +75,8 @@ class Ref(Node):
     name: str
     local: bool = False
 
-    @property
-    def path(self) -> str:
+    @functools.cached_property
+    def path(self) -> str:  # read for every value an evaluation shows: made once
         return f"{self.kind}.{self.name}"
 
 
@@ -318,7 +319,16 @@ def aggregates(expr: Expr) -> list[Aggregate]:
 
 
 def render(expr: Expr) -> str:
-    """Back to readable text (docs, explain)."""
+    """Back to readable text (docs, explain, every clause a finding explains). Nodes are
+    immutable: each one's text is made once and kept on it."""
+    text = expr.__dict__.get("_text")
+    if text is None:
+        text = _render(expr)
+        object.__setattr__(expr, "_text", text)  # not a field: equality, hash, repr unchanged
+    return text
+
+
+def _render(expr: Expr) -> str:
     match expr:
         case Const(value=v):
             if isinstance(v, bool):

@@ -6,12 +6,15 @@ import math
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import Enum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpu_triage.engine.subject import SubjectKey
 from gpu_triage.model.catalog import kinds
 from gpu_triage.model.facts import FactModel, Facts, Unavailable, UnavailableReason
 from gpu_triage.model.snapshot import CollectorState, Snapshot
+
+if TYPE_CHECKING:
+    from gpu_triage.engine.repeats import Repeats
 
 # A binding: for each kind the rule iterates over, the item bound (None: unavailable).
 Binding = dict[str, FactModel | None]
@@ -29,6 +32,8 @@ class EvalInput:
     aggregate_cache: dict[Any, Any] = field(default_factory=dict)
     # kind -> every item field the rulebook reads: items equal in these are grouped once
     kind_fields: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    # kind -> its repeated events collapsed (engine.repeats): items() are representatives
+    repeats: dict[str, Repeats] = field(default_factory=dict)
 
     @classmethod
     def from_snapshot(cls, snap: Snapshot) -> EvalInput:
@@ -38,6 +43,23 @@ class EvalInput:
         """The items of a kind (the facts' own list: read it, do not change it)."""
         value = getattr(self.facts, _ATTR[kind])
         return value if isinstance(value, list) else ([value] if value is not None else [])
+
+    def weights(self, kind: str) -> tuple[list[int] | None, list[int] | None]:
+        """Per item of ``kind``: the input index of the first event it stands for and how
+        many it stands for (None, None: each item is one event, at its own index)."""
+        rep = self.repeats.get(kind)
+        return (rep.firsts, rep.counts) if rep is not None else (None, None)
+
+    def all_items(self, kind: str) -> list[FactModel]:
+        """Every item of ``kind``, repeated events included, in input order."""
+        rep = self.repeats.get(kind)
+        if rep is None:
+            return self.items(kind)
+        out: list[FactModel] = [None] * len(rep.events)  # type: ignore[list-item]
+        for r, members in enumerate(rep.members):
+            for i in members:
+                out[i] = rep.event(r, i)
+        return out
 
     def singleton(self, kind: str) -> FactModel | None:
         value = getattr(self.facts, _ATTR[kind])

@@ -313,7 +313,7 @@ class Evaluator:
             return Val(None, (Missing(e.kind, self.inp.kind_unavailable[e.kind]),))
         inner = Evaluator(self.inp, self.binding, self.concl, None)  # no trace per item
         chosen: list[FactModel] = []
-        for item in self.inp.items(e.kind):
+        for item in self.inp.all_items(e.kind):
             if e.where is None:
                 chosen.append(item)
                 continue
@@ -328,7 +328,7 @@ class Evaluator:
             if chosen:
                 return Val(True)
             # False only if no item was undecided.
-            for item in self.inp.items(e.kind):
+            for item in self.inp.all_items(e.kind):
                 v = inner.eval(e.where, item) if e.where is not None else Val(True)
                 if v.value is None:
                     return Val(None, v.missing)

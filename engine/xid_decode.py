@@ -11,8 +11,10 @@
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Sequence
 from datetime import datetime
+from typing import Any
 
 from gpu_triage.engine.compiler import Rulebook
 from gpu_triage.engine.model import Nvlink5Rule
@@ -165,40 +167,49 @@ def assign_incidents(events: list[XidEvent]) -> list[str | None]:
     different process, a reboot (the seconds-since-boot stamp going back) or a gap of more
     than BURST_GAP_S. Events without a GPU or without any way to tell get None."""
     labels: list[str | None] = [None] * len(events)
-    by_gpu: dict[str, list[int]] = {}
+    # one C call per event for what the sequence compares
+    get = operator.itemgetter("pci_bus_id", "source", "line", "pid", "monotonic_s", "time")
+    by_gpu: dict[str, list[tuple[Any, ...]]] = {}
     for i, ev in enumerate(events):
-        if ev.pci_bus_id:
-            by_gpu.setdefault(ev.pci_bus_id, []).append(i)
-    for bus, idxs in by_gpu.items():
-        idxs.sort(key=lambda i: (events[i].source, events[i].line or 0))
+        bus, src, line, pid, mono, t = get(ev.__dict__)
+        if bus:
+            row = (src, line or 0, i, pid, mono, t)  # sorted by the log's order, then ours
+            slot = by_gpu.get(bus)
+            if slot is None:
+                by_gpu[bus] = [row]
+            else:
+                slot.append(row)
+    for bus, rows in by_gpu.items():
+        rows.sort(key=_ORDER)
         n = 0
-        prev: XidEvent | None = None
-        for i in idxs:
-            ev = events[i]
-            if prev is not None and _new_incident(prev, ev):
-                n += 1
-            labels[i] = f"{bus}#{n}"
-            prev = ev
+        label = f"{bus}#0"
+        # The previous event's source, process, seconds since boot and time: a new
+        # incident when the source or the process changes, the clock since boot goes
+        # back (a reboot) or jumps, or the time jumps (compared inline: once per event).
+        p_src: Any = _NO_EVENT
+        p_pid = p_mono = p_time = None
+        for src, _, i, pid, mono, t in rows:
+            pid = pid or None  # pid 0 is the kernel's, not a process
+            if p_src is not _NO_EVENT:
+                new = src != p_src or (pid is not None and p_pid is not None and pid != p_pid)
+                if not new and mono is not None and p_mono is not None:
+                    new = mono < p_mono or mono - p_mono > BURST_GAP_S
+                if not new and t is not None and p_time is not None:
+                    try:
+                        gap: float | None = (t - p_time).total_seconds()
+                    except (TypeError, OverflowError):  # naive beside aware, or out of range
+                        gap = _gap_s(p_time, t)
+                    new = gap is not None and abs(gap) > BURST_GAP_S
+                if new:
+                    n += 1
+                    label = f"{bus}#{n}"
+            labels[i] = label
+            p_src, p_pid, p_mono, p_time = src, pid, mono, t
     return labels
 
 
-def _new_incident(prev: XidEvent, ev: XidEvent) -> bool:
-    if prev.source != ev.source:
-        return True
-    pa, pb = _pid(prev), _pid(ev)
-    if pa is not None and pb is not None and pa != pb:
-        return True
-    if prev.monotonic_s is not None and ev.monotonic_s is not None:
-        if ev.monotonic_s < prev.monotonic_s:
-            return True  # the clock since boot restarted: a reboot between them
-        if ev.monotonic_s - prev.monotonic_s > BURST_GAP_S:
-            return True
-    gap = _gap_s(prev.time, ev.time)
-    return gap is not None and abs(gap) > BURST_GAP_S
-
-
-def _pid(ev: XidEvent) -> int | None:
-    return ev.pid if ev.pid else None  # pid 0 is the kernel's, not a process
+_NO_EVENT = object()
+_ORDER = operator.itemgetter(0, 1, 2)  # source, line, input index
 
 
 def _gap_s(a: datetime | None, b: datetime | None) -> float | None:
