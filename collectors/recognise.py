@@ -325,6 +325,8 @@ DETECTORS: tuple[Detector, ...] = (
         member=r"^\S{3,5}\s+\d{1,2} \d\d:\d\d:\d\d \S+ \S+?(?:\[\d+\])?:",
         command=r"\b(?:dmesg|journalctl)\b|/var/log/(?:syslog|messages|kern)",
         wraps=True,
+        # lspci's indented "Kernel driver in use: pcieport" / "nvidia" is not a log line
+        yields_to=("lspci",),
     ),
     # Last: an error a job, nvidia-smi, docker or a plugin printed (the signature table's
     # longer keys); it never interrupts a segment of the formats above.
@@ -347,6 +349,7 @@ DETECTORS: tuple[Detector, ...] = (
             "kubectl-events",
             "systemctl-fabricmanager",
             "fabricmanager-log",
+            "lspci",  # "Kernel modules: nvidiafb, nouveau, ..." lists modules, not an error
         ),
         wraps=True,
     ),
