@@ -230,11 +230,17 @@ def _parse(source: str, job: Job) -> tuple[Piece, Facts | None, str]:
     return piece, facts, text
 
 
+LOGS_OF_ONE_KIND = frozenset({"fabricmanager-log"})
+
+
 def _observed(parser: str, produced: list[str], text: str) -> list[str]:
     """Kinds the read proves, including empty ones: a kernel log with no Xid shows
     there were none; an nvidia-smi Processes table with no rows shows no processes."""
     out = set(produced)
-    if parser == "kernel-log" or any(kinds()[k].event for k in produced):
+    # The Fabric Manager log repeats NVSwitch errors: it proves nothing of Xids or AER.
+    if parser == "kernel-log" or (
+        parser not in LOGS_OF_ONE_KIND and any(kinds()[k].event for k in produced)
+    ):
         out |= {k for k, info in kinds().items() if info.event}
     if parser == "nvidia-smi" and "Processes" in text:
         out.add("process")

@@ -29,6 +29,12 @@ from gpu_triage.collectors.parsers.ibstat import (
 from gpu_triage.collectors.parsers.meminfo import fill_host_from_meminfo, parse_meminfo_kib
 from gpu_triage.collectors.parsers.mountstats import mount_facts, parse_mountstats
 from gpu_triage.collectors.parsers.pressure import parse_pressure
+from gpu_triage.collectors.pcie_paths import (
+    CONFIG_SPACE,
+    acs_from_config,
+    apply_acs,
+    mark_by_ancestry,
+)
 from gpu_triage.model.facts import (
     DiskFacts,
     DriverFacts,
@@ -62,6 +68,35 @@ _NOT_A_DISK = re.compile(
     r"^(loop\d+|ram\d+|sr\d+|fd\d+|(?:[shv]d|xvd)[a-z]+\d+|nvme\d+n\d+p\d+|mmcblk\d+p\d+)$"
 )
 _CPU_FIELDS = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal")
+PEERMEM_MODULES = ("nvidia_peermem", "nv_peer_mem")
+ACS_FACTS = ("acs_capable", "acs_req_redir", "acs_cmplt_redir", "acs_src_valid")
+_IOMMU_WORD = re.compile(r"^(?:iommu|intel_iommu|amd_iommu|iommu\.passthrough|iommu\.strict)=")
+
+
+def iommu_words(cmdline: str) -> list[str]:
+    """The IOMMU words of a kernel command line, as given (bounded: a command line is
+    4 KiB at most)."""
+    return [w for w in cmdline[:4096].split() if _IOMMU_WORD.match(w)][:16]
+
+
+def iommu_mode(words: list[str], units: bool, group_types: set[str]) -> str:
+    """off, passthrough, translated or absent. The GPUs' IOMMU group type is the kernel's
+    own answer (identity = passthrough, DMA / DMA-FQ = translated); without it the command
+    line and the IOMMU units decide."""
+    if group_types:
+        if group_types <= {"identity"}:
+            return "passthrough"
+        return "translated"
+    opts = {w.split("=", 1)[0]: w.split("=", 1)[1].lower() for w in words}
+    if not units:
+        return (
+            "off"
+            if "off" in (opts.get("iommu"), opts.get("intel_iommu"), opts.get("amd_iommu"))
+            else "absent"
+        )
+    if opts.get("iommu") == "pt" or opts.get("iommu.passthrough") in ("1", "y", "on"):
+        return "passthrough"
+    return "translated"
 
 
 def read_attributes(
@@ -240,7 +275,9 @@ class HostCollector:
         self._gpus(ctx, host, links)
         facts.nics = self._nics(ctx, links)
         facts.ib_ports = self._ib(ctx, links)
-        facts.pcie_links = list(links.values())
+        bridges = self._bridges(ctx, links)
+        facts.pcie_links = list(links.values()) + list(bridges.values())
+        self._gpudirect(ctx, host, links)
         facts.host = host
 
     # ------------------------------------------------------------------ sampling
@@ -545,7 +582,90 @@ class HostCollector:
                 return found.pop()
         return None
 
+    # ------------------------------------------------------------------ GPUDirect
+
+    def _gpudirect(
+        self, ctx: CollectContext, host: HostFacts, links: dict[str, PcieLinkFacts]
+    ) -> None:
+        """The peer-memory module and the IOMMU mode: GPUDirect RDMA's prerequisites."""
+        modules, why = read_file(ctx.path("proc", "modules"))
+        loaded = {ln.split(" ", 1)[0] for ln in (modules or "").splitlines() if ln}
+        for name in PEERMEM_MODULES:
+            if name in loaded or ctx.path("sys", "module", name).is_dir():
+                host.peermem_loaded, host.peermem_module = True, name
+                break
+        else:
+            if modules is not None or ctx.path("sys", "module").is_dir():
+                host.peermem_loaded = False
+            else:
+                host.mark_unavailable(
+                    "peermem_loaded",
+                    why.reason if why else UnavailableReason.NOT_SUPPORTED,
+                    "no /proc/modules or /sys/module",
+                )
+        cmdline, why = read_file(ctx.path("proc", "cmdline"))
+        words = iommu_words(cmdline or "")
+        host.iommu_cmdline = " ".join(words) or None
+        try:
+            units = sorted(p.name for p in ctx.path("sys", "class", "iommu").iterdir())
+        except OSError:
+            units = []
+        types = set()
+        for bdf, link in links.items():
+            if link.device_class != "gpu":
+                continue
+            group = self._device_dir(
+                ctx, ctx.path("sys", "bus", "pci", "devices", bdf, "iommu_group")
+            )
+            if group is not None:
+                text, _ = read_file(group / "type")
+                if text and text.strip():
+                    types.add(text.strip())
+        host.iommu_mode = iommu_mode(words, bool(units), types)
+
     # ------------------------------------------------------------------ PCI devices
+
+    def _bridges(
+        self, ctx: CollectContext, links: dict[str, PcieLinkFacts]
+    ) -> dict[str, PcieLinkFacts]:
+        """The bridges above each GPU and network adapter (from their sysfs paths), with
+        their link, ACS control (config space) and what sits below them."""
+        bridges: dict[str, PcieLinkFacts] = {}
+        ancestry = []
+        for bdf, link in links.items():
+            if link.device_class not in ("gpu", "nic"):
+                continue
+            dev = self._device_dir(ctx, ctx.path("sys", "bus", "pci", "devices", bdf))
+            if dev is None:
+                continue
+            above = []
+            parent = dev.parent
+            while _BDF.match(parent.name) and parent != parent.parent:
+                name = parent.name.lower()
+                above.append(name)
+                if name not in bridges and name not in links:
+                    bridges[name] = self._bridge(ctx, parent, name)
+                parent = parent.parent
+            ancestry.append((bdf, link.device_class, above))
+        mark_by_ancestry(bridges, ancestry)
+        return bridges
+
+    def _bridge(self, ctx: CollectContext, path: Path, bdf: str) -> PcieLinkFacts:
+        bridge = self._pcie_link(ctx, path, bdf, "bridge")
+        try:
+            with open(path / "config", "rb") as fh:  # sysfs attribute: no link to follow
+                config = fh.read(CONFIG_SPACE)
+        except OSError as exc:
+            config, detail = b"", f"{path}/config: {exc.strerror}"
+        else:
+            detail = "only the first 256 bytes of config space are readable (not root)"
+        flags = acs_from_config(config)
+        if flags is None:
+            for name in ACS_FACTS:
+                bridge.mark_unavailable(name, UnavailableReason.NO_PERMISSION, detail)
+        else:
+            apply_acs(bridge, flags)
+        return bridge
 
     def _pcie_link(self, ctx: CollectContext, dev: Path, bdf: str, kind: str) -> PcieLinkFacts:
         link = PcieLinkFacts(pci_bus_id=bdf.lower(), device_class=kind, source=str(dev))

@@ -880,6 +880,8 @@ class NvmlCollector:
             state = q.call(lk, ["active"], ["nvmlDeviceGetNvLinkState"], h, link)
             if state is not _MISSING:
                 lk.active = bool(state)
+            if lk.active:
+                self._remote(q, lk, link)
             for name, counter in (
                 ("replay_errors", replay),
                 ("recovery_errors", recovery),
@@ -898,6 +900,29 @@ class NvmlCollector:
             )
         else:
             g.nvlink_links_active = sum(1 for lk in links if lk.active)
+
+    def _remote(self, q: _Query, lk: NvlinkFacts, link: int) -> None:
+        """The device at the other end of an active link (an NVSwitch on HGX): SXids name
+        the switch, and this ties them to the GPU."""
+        pci = q.call(
+            lk,
+            ["remote_pci_bus_id"],
+            ["nvmlDeviceGetNvLinkRemotePciInfo_v2", "nvmlDeviceGetNvLinkRemotePciInfo"],
+            q.handle,
+            link,
+        )
+        if pci is not _MISSING:
+            bus = getattr(pci, "busId", None) or getattr(pci, "busIdLegacy", None)
+            lk.remote_pci_bus_id = normalize_bus_id(bus) if bus else None
+        kind = q.call(
+            lk, ["remote_device_type"], ["nvmlDeviceGetNvLinkRemoteDeviceType"], q.handle, link
+        )
+        if kind is not _MISSING:
+            lk.remote_device_type = REMOTE_TYPES.get(int(kind), "unknown")
+
+
+# nvmlIntNvLinkDeviceType_t
+REMOTE_TYPES = {0: "gpu", 1: "ibmnpu", 2: "switch"}
 
 
 @dataclass

@@ -275,6 +275,37 @@ DETECTORS: tuple[Detector, ...] = (
         member=r"^\s+\S|^\S+: \(g=\d+\)|^Starting \d+ process|^Jobs: |^\s*(?:READ|WRITE):",
         command=r"\bfio\b",
     ),
+    # Fabric Manager: its unit's status, its version and its log (before the kernel log,
+    # whose journalctl command would claim `journalctl -u nvidia-fabricmanager`).
+    Detector(
+        "systemctl-fabricmanager",
+        anchor=(
+            r"^\s*(?:[\u25cf\u25cb\u00d7*]\s*)?nvidia-fabricmanager(?:\.service)?\s+-\s"
+            r"|Unit nvidia-fabricmanager(?:\.service)? could not be found"
+            r"|^\s*Id=nvidia-fabricmanager\.service\s*$"
+        ),
+        member=(
+            r"^\s+(?:Loaded|Active|Docs|Process|Main PID|Tasks|Memory|CPU|CGroup|Invocation"
+            r"|TriggeredBy|Drop-In|Status):|^\s+[│├└|`]|^\s+\S"
+            r"|^(?:LoadState|ActiveState|SubState|Result|Names)=\S*\s*$"
+            r"|^\w{3}\s+\d{1,2} \d\d:\d\d:\d\d \S+ (?:nv-fabricmanager|systemd)\[\d+\]:"
+        ),
+        command=r"\bsystemctl\s+(?:status|show|is-active)\b.*\bnvidia-fabricmanager",
+    ),
+    Detector(
+        "nv-fabricmanager-version",
+        anchor=r"^\s*(?i:Fabric\s*Manager\s+version\s+is)\b",
+        command=r"\bnv-fabricmanager\s+(?:--version|-v)\b",
+    ),
+    Detector(
+        "fabricmanager-log",
+        anchor=(
+            r"^(?:.*?\bnv-fabricmanager\[\d+\]:\s*)?\[[A-Z][a-z]{2} \d{1,2} \d{4} "
+            r"\d\d:\d\d:\d\d\]\s*\[(?:INFO|ERROR|WARNING|WARN|FATAL|DEBUG|CRITICAL)\]"
+        ),
+        command=(r"fabricmanager\.log|\bjournalctl\b.*-u\s*nvidia-fabricmanager"),
+        wraps=True,
+    ),
     Detector(
         "mountstats",
         anchor=r"^device \S+ mounted on \S+ with fstype \S+",
@@ -294,6 +325,8 @@ DETECTORS: tuple[Detector, ...] = (
         member=r"^\S{3,5}\s+\d{1,2} \d\d:\d\d:\d\d \S+ \S+?(?:\[\d+\])?:",
         command=r"\b(?:dmesg|journalctl)\b|/var/log/(?:syslog|messages|kern)",
         wraps=True,
+        # lspci's indented "Kernel driver in use: pcieport" / "nvidia" is not a log line
+        yields_to=("lspci",),
     ),
     # Last: an error a job, nvidia-smi, docker or a plugin printed (the signature table's
     # longer keys); it never interrupts a segment of the formats above.
@@ -314,6 +347,9 @@ DETECTORS: tuple[Detector, ...] = (
             "kubectl-describe-pod",
             "kubectl-describe-node",
             "kubectl-events",
+            "systemctl-fabricmanager",
+            "fabricmanager-log",
+            "lspci",  # "Kernel modules: nvidiafb, nouveau, ..." lists modules, not an error
         ),
         wraps=True,
     ),

@@ -52,6 +52,7 @@ def default_collectors() -> list[Collector]:
     for module, names in (
         ("kernel_log", ("KernelLogCollector",)),
         ("host", ("HostCollector",)),
+        ("fabric", ("FabricManagerCollector",)),
         ("scheduler", ("KubernetesCollector", "ContainerRuntimeCollector", "SlurmCollector")),
     ):
         for cls_name in names:

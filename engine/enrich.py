@@ -26,6 +26,7 @@ from gpu_triage.engine.repeats import (
     group,
     varying_fields,
 )
+from gpu_triage.engine.sxid_gpus import SwitchMap
 from gpu_triage.engine.xid_decode import assign_incidents, bucket_meaning, message_update
 from gpu_triage.model.facts import Facts, SxidEvent, XidEvent
 
@@ -38,7 +39,7 @@ def enrich(inp: EvalInput, book: Rulebook) -> EvalInput:
     if not _annotates(inp, book):
         return inp
     facts = inp.facts.model_copy()  # shallow: only the event lists are replaced
-    xid, sxid = XidAnnotator(inp.facts, book), SxidAnnotator(book)
+    xid, sxid = XidAnnotator(inp.facts, book), SxidAnnotator(book, inp.facts)
     incidents = assign_incidents(inp.facts.xids)
     facts.xids = [xid(x, inc) for x, inc in zip(inp.facts.xids, incidents, strict=True)]
     facts.sxids = [sxid(s) for s in inp.facts.sxids]
@@ -52,7 +53,7 @@ def enrich_collapsed(inp: EvalInput, book: Rulebook) -> EvalInput:
     facts = inp.facts.model_copy()
     repeats: dict[str, Repeats] = {}
     xid: Any = XidAnnotator(inp.facts, book) if annotates else (lambda x, _inc: x)
-    sxid: Any = SxidAnnotator(book) if annotates else (lambda s: s)
+    sxid: Any = SxidAnnotator(book, inp.facts) if annotates else (lambda s: s)
     events = inp.facts.xids
     # Incidents are worked out from the whole sequence of events: only when read.
     assign = annotates and "xid.incident" in book.read_paths
@@ -141,18 +142,26 @@ class XidAnnotator:
 
 
 class SxidAnnotator:
-    def __init__(self, book: Rulebook) -> None:
+    """The catalogue's class of each SXid code, and the GPUs behind its switch port (from
+    the NVLink remote ends of ``facts``, engine.sxid_gpus)."""
+
+    def __init__(self, book: Rulebook, facts: Facts | None = None) -> None:
         self.book = book
         self.by_code: dict[int, tuple[dict[str, object], frozenset[str]]] = {}
+        self.switches = SwitchMap(facts) if facts is not None and facts.sxids else None
 
     def __call__(self, s: SxidEvent) -> SxidEvent:
+        gpus = self.switches.update(s) if self.switches is not None else {}
         code = s.__dict__.get("code")
         if code is None:
-            return s
+            return _copy(s, gpus, frozenset(gpus)) if gpus else s
         hit = self.by_code.get(code)
         if hit is None:
             upd = sxid_update(code, self.book)
             hit = self.by_code[code] = (upd, frozenset(upd))
+        if gpus:
+            both = {**hit[0], **gpus}
+            return _copy(s, both, frozenset(both))
         return _copy(s, hit[0], hit[1])
 
 

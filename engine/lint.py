@@ -13,7 +13,7 @@ from gpu_triage.engine.placeholders import bare_placeholders, unknown_placeholde
 from gpu_triage.engine.templates import problems as text_problems
 from gpu_triage.io.yamlio import Located
 
-_REFERENCE = re.compile(r"^((guide|fleet|xid)/[A-Za-z0-9_-]+|https?://\S+)$")
+_REFERENCE = re.compile(r"^((guide|fleet|xid|hw)/[A-Za-z0-9_-]+|https?://\S+)$")
 
 
 def knowledge_map_ids() -> set[str]:
@@ -84,7 +84,7 @@ def lint(
                         line,
                         col,
                         f"reference '{ref}' is neither a knowledge-map ID "
-                        "(guide/.., fleet/.., xid/..) nor a URL",
+                        "(guide/.., fleet/.., xid/.., hw/..) nor a URL",
                     )
                 )
         for i, step in enumerate(rule.runbook):

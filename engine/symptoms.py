@@ -32,6 +32,7 @@ SYMPTOMS: dict[Symptom, SymptomInfo] = {
             (
                 "gpu-waiting-off-node",
                 "rank-step-time-imbalance",
+                "gpudirect-acs-redirects-peer-traffic",
                 "ib-port-not-active",
                 "ib-port-disabled-or-polling",
                 "ib-port-flapping",

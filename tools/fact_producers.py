@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import re
 import sys
 import tempfile
@@ -143,6 +144,8 @@ def from_collectors(kernel_logs: list[Path], tmp: Path) -> Iterator[tuple[str, A
         [fake_nvml.a100_mig()],
         [fake_nvml.rtx4090()],
         [fake_nvml.v100_old_driver()],
+        # an H100 whose NVML reports a fabric health summary (healthy)
+        [dataclasses.replace(fake_nvml.h100_sxm(), fabric=(3, 0, 1))],
     ]
     for n, gpus in enumerate(profiles):
         facts = Facts()
@@ -184,6 +187,8 @@ def from_collectors(kernel_logs: list[Path], tmp: Path) -> Iterator[tuple[str, A
             )
         yield "collector:nvml", facts
 
+    yield "collector:fabric_manager", _fabric_manager(fake, tmp)
+
     daemon = '{"runtimes": {"nvidia": {"path": "nvidia-container-runtime"}}}'
     fake.write("etc/docker/daemon.json", daemon)
     tools = tmp / "bin"
@@ -204,6 +209,30 @@ def from_collectors(kernel_logs: list[Path], tmp: Path) -> Iterator[tuple[str, A
         ctx = CollectContext(root=tmp / "klog", kernel_log_file=log, since_s=1e12)
         KernelLogCollector().collect(ctx, facts)
         yield "collector:kernel_log", facts
+
+
+def _fabric_manager(fake: Any, tmp: Path) -> Any:
+    """The Fabric Manager collector on the fake root (its NVSwitch), with systemctl and
+    nv-fabricmanager answering from the hand-written outputs and its log in the root."""
+    from gpu_triage.collectors.base import CollectContext
+    from gpu_triage.collectors.fabric import FabricManagerCollector
+    from gpu_triage.model.facts import Facts
+
+    data = ROOT / "tests" / "data" / "hand-written" / "fabric-manager"
+    fake.write(
+        "var/log/fabricmanager.log", (data / "fabricmanager-version-mismatch.log").read_text()
+    )
+    tools = tmp / "fm-bin"
+    tools.mkdir()
+    for name, answer in (
+        ("systemctl", "systemctl-show-failed.txt"),
+        ("nv-fabricmanager", "nv-fabricmanager-version.txt"),
+    ):
+        (tools / name).write_text(f"#!/bin/sh\ncat '{data / answer}'\n")
+        (tools / name).chmod(0o755)
+    facts = Facts()
+    FabricManagerCollector().collect(CollectContext(root=fake.root, search_path=str(tools)), facts)
+    return facts
 
 
 def _scheduler_collectors(tmp: Path) -> Iterator[tuple[str, Any]]:

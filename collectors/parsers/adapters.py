@@ -165,9 +165,16 @@ def _topo_gpus(topo: Topology, source: str) -> list[GpuFacts]:
 
 
 def lspci(text: str, source: str = "lspci -vv") -> Facts:
-    from gpu_triage.collectors.parsers.lspci import parse_lspci_vv
+    from gpu_triage.collectors.parsers.lspci import count_nvswitches, parse_lspci_vv
+    from gpu_triage.collectors.pcie_paths import mark_by_bus_ranges
+    from gpu_triage.model.facts import FabricFacts
 
-    return Facts(pcie_links=parse_lspci_vv(text, source))
+    links = parse_lspci_vv(text, source)
+    mark_by_bus_ranges(links)
+    switches = count_nvswitches(text)
+    # only a listing that shows NVSwitches says anything of them (lspci -s GPU -vv does not)
+    fabric = FabricFacts(nvswitch_count=switches, source=source) if switches else None
+    return Facts(pcie_links=links, fabric=fabric)
 
 
 def kernel_log(text: str, source: str = "kernel log") -> Facts:
@@ -331,3 +338,27 @@ def nvidia_smi_xml(text: str, source: str = "nvidia-smi -q -x") -> Facts:
 
     r = parse_nvidia_smi_xml(text, source)
     return Facts(gpus=r.gpus, host=_driver_host(r.driver_version, r.cuda_version, r.attached_gpus))
+
+
+def systemctl_fabricmanager(text: str, source: str = "systemctl") -> Facts:
+    from gpu_triage.collectors.parsers.fabric_manager import parse_systemctl_unit
+
+    return Facts(fabric=parse_systemctl_unit(text, source))
+
+
+def nv_fabricmanager_version(text: str, source: str = "nv-fabricmanager --version") -> Facts:
+    from gpu_triage.collectors.parsers.fabric_manager import parse_fm_version
+    from gpu_triage.model.facts import FabricFacts
+
+    return Facts(
+        fabric=FabricFacts(
+            fm_installed=True, fm_version=parse_fm_version(text, source), source=source
+        )
+    )
+
+
+def fabricmanager_log(text: str, source: str = "fabricmanager.log") -> Facts:
+    from gpu_triage.collectors.parsers.fabric_manager import parse_fm_log
+
+    fabric, sxids = parse_fm_log(text, source)
+    return Facts(fabric=fabric, sxids=sxids)

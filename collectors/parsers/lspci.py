@@ -20,7 +20,7 @@ from gpu_triage.collectors.parsers.nvidia_smi.values import (
 )
 from gpu_triage.model.facts import PcieLinkFacts, UnavailableReason
 
-__all__ = ["device_class", "parse_lspci_vv"]
+__all__ = ["count_nvswitches", "device_class", "parse_lspci_vv"]
 
 _HEADER_RE = re.compile(
     r"^\s{0,3}((?:[0-9A-Fa-f]{4,8}:)?[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7])\s+"
@@ -46,6 +46,23 @@ ACS_FIELDS = {
     "EgressCtrl": "acs_egress_ctrl",
     "DirectTrans": "acs_direct_trans",
 }
+
+
+# NVSwitch functions enumerate as "Bridge [0680]: NVIDIA Corporation ..." (not "PCI bridge")
+_NVSWITCH_RE = re.compile(
+    r"^\s{0,3}(?:[0-9A-Fa-f]{4,8}:)?[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7]\s+"
+    r"Bridge(?:\s*\[0680\])?:\s*NVIDIA\b",
+    re.M,
+)
+
+
+def count_nvswitches(text: str | bytes) -> int:
+    """NVSwitch functions in an lspci listing."""
+    return sum(
+        1
+        for ln in as_text(text).splitlines()
+        if len(ln) <= MAX_LINE_CHARS and _NVSWITCH_RE.match(ln)
+    )
 
 
 def _acs(fact: PcieLinkFacts, kind: str, value: str) -> None:

@@ -1,4 +1,5 @@
-"""Parser for ``nvidia-smi nvlink -s`` (link status) and ``nvidia-smi nvlink -e`` (error counters).
+"""Parser for ``nvidia-smi nvlink -s`` (link status), ``-e`` (error counters) and ``-R``
+(remote PCI address and link of each link's far end: the NVSwitch port on HGX).
 
 Both print a ``GPU <n>: <name> (UUID: ...)`` line, then one ``Link <k>: ...`` line per
 link (per counter for ``-e``). Lines of both may be concatenated; entries for the
@@ -23,6 +24,12 @@ _GPU_RE = re.compile(r"^GPU\s+(\d+)\s*:\s*(.*?)\s*(?:\(UUID:\s*([^)]*)\))?\s*$")
 _LINK_RE = re.compile(r"^Link\s+(\d+)\s*:\s*(.*?)\s*$", re.I)
 _SPEED_RE = re.compile(r"^([\d.]+)\s*GB/s$", re.I)
 _COUNTER_RE = re.compile(r"^([A-Za-z][A-Za-z ]*?)\s*:\s*(\S+)$")
+# nvlink -R: "Link 0: Remote Device 00000000:C7:00.0: Link 30" (recalled, not verified)
+_REMOTE_RE = re.compile(
+    r"^Remote\s+Device\s*(?:PCI\s*Bus\s*ID\s*)?:?\s*"
+    r"([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7])\s*[:,]?\s*(?:Link\s+(\d{1,3}))?$",
+    re.I,
+)
 _NVML_ERROR_RE = re.compile(r"^(?:NVML:|Unable to|Failed to)|all links are inactive", re.I)
 
 
@@ -78,7 +85,12 @@ def parse_nvlink_status(text: str | bytes, source: str = "<text>") -> list[Nvlin
             fact = entry(link)
             sm = _SPEED_RE.match(value)
             cm = _COUNTER_RE.match(value)
-            if sm:
+            rm = _REMOTE_RE.match(value)
+            if rm:
+                fact.remote_pci_bus_id = normalize_pci_bus_id(rm.group(1))
+                fact.remote_link = int(rm.group(2)) if rm.group(2) else None
+                fact.active = True  # only a trained link has a far end to name
+            elif sm:
                 fact.active, fact.speed_gbps = True, float(sm.group(1))
             elif value.lower().strip("<>") in ("inactive", "down", "disabled"):
                 fact.active = False

@@ -47,6 +47,9 @@ PARSERS: dict[str, str] = {
     "proc-pressure-memory": "gpu_triage.collectors.parsers.adapters:proc_pressure_memory",
     "kubectl-events": "gpu_triage.collectors.parsers.adapters:kubectl_events",
     "error-text": "gpu_triage.collectors.parsers.adapters:error_text",
+    "systemctl-fabricmanager": "gpu_triage.collectors.parsers.adapters:systemctl_fabricmanager",
+    "nv-fabricmanager-version": "gpu_triage.collectors.parsers.adapters:nv_fabricmanager_version",
+    "fabricmanager-log": "gpu_triage.collectors.parsers.adapters:fabricmanager_log",
     "docker-info": "gpu_triage.collectors.parsers.adapters:docker_info",
     "nvidia-ctk-cdi-list": "gpu_triage.collectors.parsers.adapters:nvidia_ctk_cdi_list",
 }

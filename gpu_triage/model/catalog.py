@@ -252,6 +252,7 @@ _KINDS: list[_Kind] = [
     ),
     _Kind("xid_history", "xid_history", f.XidHistory, ("history",), gpu_key="pci_bus_id"),
     _Kind("driver", "driver", f.DriverFacts, ("nvml", "host", "text:driver"), singleton=True),
+    _Kind("fabric", "fabric", f.FabricFacts, ("fabric_manager", "text:fabric"), singleton=True),
     # Error texts come from pastes and from collectors that failed in a known way; where
     # none was given there is nothing to find, never "could not collect".
     _Kind(

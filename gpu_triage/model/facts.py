@@ -157,6 +157,20 @@ class HostFacts(FactModel):
     net_throughput_gbps: float | None = fact("Gb/s", "network throughput measured by iperf3")
     storage_read_mib_s: float | None = fact("MiB/s", "sequential read throughput measured by fio")
     storage_read_iops: float | None = fact("IO/s", "read IOPS measured by fio")
+    peermem_loaded: bool | None = fact(
+        "",
+        "a GPUDirect RDMA peer-memory module is loaded (nvidia_peermem, or the legacy "
+        "nv_peer_mem; /proc/modules, /sys/module)",
+    )
+    peermem_module: str | None = fact("", "which peer-memory module is loaded, when one is")
+    iommu_mode: str | None = fact(
+        "",
+        "IOMMU mode the kernel booted with: off, passthrough (iommu=pt), translated (DMA "
+        "remapping on) or absent (no IOMMU active), from /proc/cmdline and /sys/class/iommu",
+    )
+    iommu_cmdline: str | None = fact(
+        "", "the iommu=, intel_iommu=, amd_iommu= words of the kernel command line, as given"
+    )
     storage_read_jobs: int | None = fact(
         "jobs", "concurrent fio jobs (clients) the read figure was measured with"
     )
@@ -498,6 +512,11 @@ class NvlinkFacts(FactModel):
     )
     crc_errors_delta: int | None = fact("errors", "CRC flit errors added since the previous run")
     counters_interval_s: float | None = fact("s", "seconds since the previous run's counters")
+    remote_pci_bus_id: str | None = fact(
+        "", "PCI address of the device at the other end of the link (an NVSwitch, a GPU)"
+    )
+    remote_link: int | None = fact("", "link (port) number at the other end")
+    remote_device_type: str | None = fact("", "what the other end is: gpu, switch, ibmnpu")
 
 
 # --------------------------------------------------------------------------- links, ports
@@ -569,6 +588,15 @@ class PcieLinkFacts(FactModel):
     acs_upstream_fwd: bool | None = fact("", "ACSCtl UpstreamFwd+: upstream forwarding enabled")
     acs_egress_ctrl: bool | None = fact("", "ACSCtl EgressCtrl+: egress control enabled")
     acs_direct_trans: bool | None = fact("", "ACSCtl DirectTrans+: direct translated P2P enabled")
+    gpus_below: int | None = fact(
+        "GPUs",
+        "bridges: NVIDIA GPUs below it (their peer and GPUDirect traffic can cross it; "
+        "unset: what is below was not read)",
+    )
+    nics_below: int | None = fact("NICs", "bridges: network adapters (Ethernet, IB) below it")
+    devices_below: str | None = fact(
+        "", "bridges: the GPUs and NICs below it, as 'GPU 0000:18:00.0, NIC 0000:19:00.0'"
+    )
 
 
 class NicFacts(FactModel):
@@ -713,6 +741,16 @@ class SxidEvent(KernelEvent):
         "", "Fabric Manager class: non_fatal, potentially_fatal, always_fatal or host"
     )
     meaning: str | None = fact("", "what the SXid reports")
+    # Filled before evaluation from the NVLink remote ends of each GPU link (nvlink kind).
+    gpus: str | None = fact(
+        "", "the GPUs behind the switch port (or the whole switch), as 'GPU 3 (0000:4e:00.0)'"
+    )
+    gpu_count: int | None = fact("GPUs", "how many GPUs the SXid is tied to")
+    gpus_by: str | None = fact(
+        "",
+        "how the GPUs were found: port (a GPU link ends on the switch port the SXid names), "
+        "switch (every GPU with a link to the switch) or unknown (no NVLink remote map)",
+    )
 
 
 class AerEvent(KernelEvent):
@@ -887,6 +925,39 @@ class ErrorTextEvent(FactModel):
     gpu_index: int | None = fact("", "NVML index of the GPU it is tied to")
     line: int | None = fact("", "1-based line number of its first occurrence")
     count: int | None = fact("times", "times the same text occurs")
+
+
+# --------------------------------------------------------------------------- NVSwitch fabric
+
+
+class FabricFacts(FactModel):
+    """The NVSwitch fabric of the node and its Fabric Manager (nvidia-fabricmanager)."""
+
+    nvswitch_count: int | None = fact(
+        "switches", "NVSwitch devices on the PCI bus (NVIDIA bridge functions, class 0680)"
+    )
+    fm_installed: bool | None = fact(
+        "", "the nvidia-fabricmanager unit is known to systemd (or its binary answers)"
+    )
+    fm_active_state: str | None = fact(
+        "", "systemd ActiveState of nvidia-fabricmanager: active, inactive, failed, activating"
+    )
+    fm_sub_state: str | None = fact("", "systemd SubState: running, dead, failed, exited ...")
+    fm_result: str | None = fact("", "systemd Result of the last run: success, exit-code ...")
+    fm_version: str | None = fact(
+        "", "Fabric Manager version (nv-fabricmanager --version, or its log)"
+    )
+    fm_log_error: str | None = fact(
+        "", "the last error line of the Fabric Manager log (/var/log/fabricmanager.log)"
+    )
+    fm_log_errors: int | None = fact("lines", "error lines in the part of the log read")
+    fm_switches_mismatch: bool | None = fact(
+        "",
+        "the log says the NVSwitches found match no supported topology (FM aborted)",
+    )
+    fm_nothing_to_do: bool | None = fact(
+        "", "the log says NV_WARN_NOTHING_TO_DO: the Fabric Manager found no NVSwitch"
+    )
 
 
 # --------------------------------------------------------------------------- scheduler
@@ -1064,6 +1135,7 @@ class Facts(BaseModel):
     diags: list[DiagResult] = Field(default_factory=list)
     host_events: list[HostEvent] = Field(default_factory=list)
     driver: DriverFacts | None = None
+    fabric: FabricFacts | None = None
     errors: list[ErrorTextEvent] = Field(default_factory=list)
     scheduler: SchedulerFacts | None = None
     site: SiteInventory | None = None

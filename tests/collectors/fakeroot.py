@@ -247,6 +247,13 @@ def build_fake_root(root: Path) -> FakeRoot:
     fake.write("proc/sys/kernel/hostname", "gpu-node-01.example.com\n")
     fake.write("proc/sys/kernel/osrelease", "5.15.0-105-generic\n")
     fake.write("proc/driver/nvidia/version", NVIDIA_VERSION)
+    fake.write(
+        "proc/modules", "nvidia_uvm 1884160 0 - Live 0x0\nnvidia 56680448 1 nvidia_uvm, Live 0x0\n"
+    )
+    fake.write(
+        "proc/cmdline",
+        "BOOT_IMAGE=/boot/vmlinuz-5.15.0-105-generic ro quiet intel_iommu=on iommu=pt\n",
+    )
     fake.mkdir("sys/devices/system/node/node0")
     fake.mkdir("sys/devices/system/node/node1")
     fake.write("sys/devices/system/node/online", "0-1\n")

@@ -133,6 +133,18 @@ SAMPLES = {
         DATA / "incidents/011-container-timeout-persistence-mode-off/docker-run.txt",
         lambda f: [e.cause for e in f.errors] == ["container_driver_timeout"],
     ),
+    "systemctl-fabricmanager": (
+        HAND / "fabric-manager/systemctl-status-failed.txt",
+        lambda f: f.fabric.fm_active_state == "failed",
+    ),
+    "nv-fabricmanager-version": (
+        HAND / "fabric-manager/nv-fabricmanager-version.txt",
+        lambda f: f.fabric.fm_version == "535.104.05",
+    ),
+    "fabricmanager-log": (
+        HAND / "fabric-manager/fabricmanager-nvswitch-errors.log",
+        lambda f: [s.code for s in f.sxids] == [20034, 12028],
+    ),
     "docker-info": (
         HAND / "container/docker-info-24-runc-default-nvidia-registered.txt",
         lambda f: f.scheduler.docker_default_runtime == "runc",

@@ -267,3 +267,29 @@ def test_lspci_acs_grep_fragment() -> None:
 def test_forced_kind_error_names_file_and_line() -> None:
     intake = intake_paste("\n\nnot a matrix at all\n", "x.txt", kind="nvidia-smi-topo-p2p")
     assert intake.pieces[0].state == FAILED and intake.pieces[0].message.startswith("x.txt")
+
+
+@pytest.mark.parametrize("prompt", ["", "$ sudo lspci -vvv\n"])
+def test_lspci_kernel_driver_lines_stay_in_the_lspci_block(prompt: str) -> None:
+    """ "Kernel driver in use: pcieport" is lspci's own line, not a kernel-log line: the
+    listing stays one block, so a bridge's bus range still finds the GPU below it."""
+    from gpu_triage.collectors.from_text import TextInput, snapshot_from_texts
+
+    listing = (
+        "00:01.1 PCI bridge: Advanced Micro Devices, Inc. [AMD] Starship/Matisse GPP Bridge\n"
+        "\tBus: primary=00, secondary=01, subordinate=01, sec-latency=0\n"
+        "\tCapabilities: [2a0 v1] Access Control Services\n"
+        "\t\tACSCtl:\tSrcValid+ TransBlk- ReqRedir+ CmpltRedir+ UpstreamFwd+ EgressCtrl-\n"
+        "\tKernel driver in use: pcieport\n"
+        "\n"
+        "01:00.0 VGA compatible controller: NVIDIA Corporation AD102GL [RTX 5880 Ada Generation]\n"
+        "\t\tLnkSta:\tSpeed 16GT/s (ok), Width x16 (ok)\n"
+        "\tKernel driver in use: nvidia\n"
+        "\tKernel modules: nvidiafb, nouveau, nvidia_drm, nvidia\n"
+    )
+    snap = snapshot_from_texts([TextInput(prompt + listing, "session.txt")])
+    assert [c.name.split(":")[1] for c in snap.collectors if c.name.startswith("text:")] == [
+        "lspci"
+    ]
+    bridge = next(p for p in snap.facts.pcie_links if p.device_class == "bridge")
+    assert bridge.gpus_below == 1 and bridge.acs_req_redir is True

@@ -252,6 +252,7 @@ def test_default_collectors_list() -> None:
         "nvml",
         "kernel_log",
         "host",
+        "fabric_manager",
         "kubernetes",
         "container_runtime",
         "slurm",

@@ -130,3 +130,24 @@ def test_variation_root_cause_is_the_top_finding(
 ) -> None:
     snap = snapshot_from_texts([TextInput(text, "paste.txt")])
     assert top_of(diagnose(snap, said))[0] == rule
+
+
+@pytest.mark.parametrize("answers", [{}, {"nccl_works_with_p2p_disabled": True}])
+def test_acs_incident_with_the_bridges_pasted_names_acs(answers: dict) -> None:  # type: ignore[type-arg]
+    """Incident 001 as the reporter found the cause: the topology plus `lspci -vvv` of the
+    AMD root ports, ACS redirect on above both GPUs. The ACS finding is on top for a hang,
+    whether or not the responder has tried NCCL_P2P_DISABLE yet."""
+    case = HERE / "001-nccl-acs-p2p-deadlock"
+    lspci = (
+        HERE.parent
+        / "hand-written"
+        / "lspci"
+        / ("lspci-vvv-amd-root-ports-acs-redirect-iommu-two-gpus.txt")
+    )
+    texts = [TextInput((case / "topo.txt").read_text(), "topo.txt")]
+    texts.append(TextInput("$ sudo lspci -vvv\n" + lspci.read_text(), "session.txt"))
+    doc = diagnose(snapshot_from_texts(texts), {"symptom": "hang", "answers": answers})
+    rule, severity = top_of(doc)
+    assert rule in RESPONDER["001-nccl-acs-p2p-deadlock"]["root_cause"], rule
+    assert severity in ("warning", "critical")
+    assert any(f.rule_id == "gpudirect-acs-redirects-peer-traffic" for f in doc.findings)

@@ -64,6 +64,8 @@ class FakeLink:
     replay: int = 0
     recovery: int = 0
     crc_flit: int = 0
+    remote_bus: str | None = None  # the far end's PCI address (an NVSwitch); None: NotSupported
+    remote_type: int = 2  # NVML_NVLINK_DEVICE_TYPE_SWITCH
 
 
 @dataclass
@@ -584,6 +586,20 @@ class FakeNvml:
 
     def nvmlDeviceGetNvLinkState(self, h: FakeHandle, link: int) -> int:
         return int(self._link(h, "nvmlDeviceGetNvLinkState", link).active)
+
+    def nvmlDeviceGetNvLinkRemotePciInfo(self, h: FakeHandle, link: int) -> Any:
+        lk = self._link(h, "nvmlDeviceGetNvLinkRemotePciInfo", link)
+        if lk.remote_bus is None:
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_NOT_SUPPORTED)
+        info = pynvml.nvmlPciInfo_t()
+        info.busId = lk.remote_bus.encode()
+        return info
+
+    def nvmlDeviceGetNvLinkRemoteDeviceType(self, h: FakeHandle, link: int) -> int:
+        lk = self._link(h, "nvmlDeviceGetNvLinkRemoteDeviceType", link)
+        if lk.remote_bus is None:
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_NOT_SUPPORTED)
+        return lk.remote_type
 
     def nvmlDeviceGetNvLinkErrorCounter(self, h: FakeHandle, link: int, counter: int) -> int:
         lk = self._link(h, "nvmlDeviceGetNvLinkErrorCounter", link)

@@ -20,6 +20,7 @@ from gpu_triage.model.facts import (
     AerEvent,
     BusLossEvent,
     DiskFacts,
+    FabricFacts,
     Facts,
     GpuFacts,
     GpuProcess,
@@ -227,6 +228,10 @@ def host(name: str, **kw: object) -> HostFacts:
         cuda_version=CUDA,
         gpu_count_visible=8,
         gpu_count_pci=8,
+        peermem_loaded=True,
+        peermem_module="nvidia_peermem",
+        iommu_mode="passthrough",
+        iommu_cmdline="intel_iommu=on iommu=pt",
         source="/proc",
     )
     base.update(kw)
@@ -535,7 +540,22 @@ NODE = [
     status("host", ["host", "disk", "nic", "ib", "pcie"], dur=1.1),
     status("history", ["xid_history"], dur=0.01),
     status("text:topo:topo-m.txt", ["topo"], dur=0.01),
+    status("fabric_manager", ["fabric"], dur=0.2),
 ]
+# An HGX baseboard's fabric as the fabric collector reads it: 4 NVSwitches, the Fabric
+# Manager running at the driver's version, nothing wrong in its log.
+HEALTHY_FABRIC = dict(
+    nvswitch_count=4,
+    fm_installed=True,
+    fm_active_state="active",
+    fm_sub_state="running",
+    fm_result="success",
+    fm_version=DRIVER,
+    fm_log_errors=0,
+    fm_switches_mismatch=False,
+    fm_nothing_to_do=False,
+    source="sysfs, systemctl, nv-fabricmanager, fabricmanager.log",
+)
 K8S = [
     status("kubernetes", ["scheduler"], dur=0.6),
     status("container_runtime", ["scheduler"], dur=2.3),
@@ -560,6 +580,11 @@ def snap(
         raw.append(RawOutput(collector="text:topo:topo-m.txt", source=TOPO_SOURCE, text=topo))
     for kind in ("xids", "aers", "bus_losses", "ooms"):
         with_host(getattr(facts, kind), hostname)
+    if facts.fabric is None:  # the Fabric Manager matches the node's own driver
+        driver = facts.host.driver_version if facts.host else None
+        facts.fabric = FabricFacts.model_validate(
+            {**HEALTHY_FABRIC, "fm_version": driver or DRIVER}
+        )
     return Snapshot(
         taken_at=WHEN,
         hostname=hostname,

@@ -38,6 +38,7 @@ def readiness(tmp_path: Path, *args: str) -> tuple[int, dict]:
         ("readiness-row-remap-pending", 2, "gpu-memory-repair-pending"),
         ("readiness-link-downgraded", 2, "pcie-link-downgraded"),
         ("readiness-diag-failed", 2, "dcgm-diag-failed"),
+        ("readiness-fabric-manager-version-mismatch", 2, "fabric-manager-version-mismatch"),
     ],
 )
 def test_shipped_fixtures(tmp_path: Path, fixture: str, rc: int, reason: str | None) -> None:
@@ -155,3 +156,15 @@ def test_a_required_diagnostic_that_cannot_run_is_could_not_check(builtin_book: 
     rep = check_live(stand.collect, builtin_book, PROFILE, "reference", stand.run)
     assert rep.verdict == "could_not_check" and rep.exit_code == 3
     assert "not found" in rep.not_checked[0]
+
+
+def test_fabric_manager_down_fails_with_the_reason(tmp_path: Path) -> None:
+    """A failed Fabric Manager leaves every GPU waiting for the fabric: the node fails with
+    the unit's state as the reason, and the GPUs' fabric findings beside it."""
+    got, rep = readiness(tmp_path, "--snapshot", str(SNAPS / "readiness-fabric-manager-down.json"))
+    assert got == 2 == rep["exit_code"]
+    ids = [r["rule_id"] for r in rep["reasons"]]
+    assert "fabric-manager-not-running" in ids
+    assert "gpu-fabric-not-ready" in ids
+    fm = next(r for r in rep["reasons"] if r["rule_id"] == "fabric-manager-not-running")
+    assert "failed" in fm["title"]

@@ -90,6 +90,7 @@ def test_prometheus_output_parses_back(tmp_path: Path) -> None:
         "nvml",
         "kernel_log",
         "host",
+        "fabric_manager",
         "history",  # the unattended history store (Xids before the last reboot)
     }
     assert families["gpu_triage_exit_code"].samples[0].value == 2

@@ -12,6 +12,7 @@ from pathlib import Path
 from gpu_triage.model.facts import (
     BusLossEvent,
     DiagResult,
+    FabricFacts,
     Facts,
     GpuFacts,
     HostFacts,
@@ -129,20 +130,44 @@ def host(**kw: object) -> HostFacts:
         cuda_version="12.7",
         gpu_count_visible=8,
         gpu_count_pci=8,
+        peermem_loaded=True,
+        peermem_module="nvidia_peermem",
+        iommu_mode="passthrough",
+        iommu_cmdline="intel_iommu=on iommu=pt",
         source="/proc",
     )
     base.update(kw)
     return HostFacts.model_validate(base)
 
 
+def fabric(**kw: object) -> FabricFacts:
+    """An HGX H100 baseboard's fabric: 4 NVSwitches, the Fabric Manager running at the
+    driver's version."""
+    base: dict[str, object] = dict(
+        nvswitch_count=4,
+        fm_installed=True,
+        fm_active_state="active",
+        fm_sub_state="running",
+        fm_result="success",
+        fm_version="565.57.01",
+        fm_log_errors=0,
+        source="sysfs, systemctl, nv-fabricmanager, fabricmanager.log",
+    )
+    base.update(kw)
+    return FabricFacts.model_validate(base)
+
+
 ALL_OK = [
     status("nvml", kinds=["gpu", "process", "nvlink"]),
     status("kernel_log", kinds=["xid", "sxid", "aer", "bus_loss", "oom", "nvlink_error"]),
     status("host", kinds=["host", "disk", "nic", "ib", "pcie"]),
+    status("fabric_manager", kinds=["fabric"]),
 ]
 
 
 def snap(desc: str, facts: Facts, collectors: list[CollectorStatus] | None = None) -> Snapshot:
+    if facts.fabric is None and any(c.name == "fabric_manager" for c in collectors or ALL_OK):
+        facts.fabric = fabric()  # an HGX node: its fabric was read, and is healthy
     return Snapshot(
         taken_at=WHEN,
         hostname="gpu-node-017",
@@ -286,7 +311,7 @@ def readiness() -> dict[str, Snapshot]:
     out = {
         "readiness-healthy": snap(
             "a new 8x H100 node before service: every check and diagnostic passes",
-            Facts(host=host(), gpus=gpus, diags=diags()),
+            Facts(host=host(), gpus=gpus, diags=diags(), fabric=fabric()),
             DIAG_OK,
         )
     }
@@ -310,6 +335,34 @@ def readiness() -> dict[str, Snapshot]:
             host=host(),
             gpus=[h100(i, **idle) for i in range(8)],
             diags=diags(("GPU Memory", 2, "GPU 2 failed memory test: 3 mismatched bytes")),
+        ),
+        DIAG_OK,
+    )
+    waiting = [h100(i, fabric_state="in_progress", fabric_status=None, **idle) for i in range(8)]
+    out["readiness-fabric-manager-down"] = snap(
+        "the Fabric Manager failed after a reboot: every GPU waits for the NVSwitch fabric",
+        Facts(
+            host=host(),
+            gpus=waiting,
+            diags=diags(),
+            fabric=fabric(
+                fm_active_state="failed",
+                fm_sub_state="failed",
+                fm_result="exit-code",
+                fm_log_errors=1,
+                fm_log_error="request to query NVSwitch device information from NVSwitch "
+                "driver failed",
+            ),
+        ),
+        DIAG_OK,
+    )
+    out["readiness-fabric-manager-version-mismatch"] = snap(
+        "the driver was upgraded to 565.57.01, the Fabric Manager stayed at 560.35.03",
+        Facts(
+            host=host(),
+            gpus=[h100(i, **idle) for i in range(8)],
+            diags=diags(),
+            fabric=fabric(fm_version="560.35.03"),
         ),
         DIAG_OK,
     )
