@@ -66,9 +66,18 @@ def test_named_fifo_is_read(tmp_path: Path) -> None:
 
     t = threading.Thread(target=writer, daemon=True)
     t.start()
-    facts = _collect(CollectContext(root=tmp_path, kernel_log_file=fifo))
+    # The collector runs in a thread of its own too: a FIFO read that blocks must fail
+    # this test, never hang the suite.
+    box: list[Facts] = []
+    reader = threading.Thread(
+        target=lambda: box.append(_collect(CollectContext(root=tmp_path, kernel_log_file=fifo))),
+        daemon=True,
+    )
+    reader.start()
+    reader.join(90)
     t.join(5)
-    assert [x.pid for x in facts.xids] == [0, 100, 200]
+    assert not reader.is_alive(), "the kernel-log collector blocked on the FIFO"
+    assert box and [x.pid for x in box[0].xids] == [0, 100, 200]
 
 
 def test_named_file_beyond_the_cap_reads_its_newest_part(tmp_path: Path) -> None:
