@@ -45,7 +45,8 @@ from gpu_triage.tui.screens import FindingsScreen
 
 async def main():
     d = Path(tempfile.mkdtemp())
-    opts = TuiOptions(demo="incident", engine=sys.argv[1], record=d / "r.jsonl")
+    # symptom "none": the findings screen first, as before the "what are you seeing?" screen
+    opts = TuiOptions(demo="incident", engine=sys.argv[1], record=d / "r.jsonl", symptom="none")
     app = build_app(opts)
     async with app.run_test(size=(80, 24)) as pilot:
         while True:
