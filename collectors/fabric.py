@@ -17,7 +17,7 @@ import os
 import stat
 
 from gpu_triage.collectors.base import CollectContext
-from gpu_triage.collectors.host import read_file
+from gpu_triage.collectors.host import nvidia_pci_devices
 from gpu_triage.collectors.parsers import ParseError
 from gpu_triage.collectors.parsers.fabric_manager import (
     FM_UNIT,
@@ -28,7 +28,6 @@ from gpu_triage.collectors.parsers.fabric_manager import (
 from gpu_triage.model.facts import FabricFacts, Facts, UnavailableReason
 
 NAME = "fabric_manager"
-NVIDIA_VENDOR = "0x10de"
 NVSWITCH_CLASS = "0x0680"  # "Bridge: other": how NVSwitch functions enumerate
 LOG_PARTS = ("var", "log", "fabricmanager.log")
 LOG_MAX_BYTES = 4 << 20  # the log's newest 4 MiB: its last start and what followed
@@ -57,23 +56,12 @@ class FabricManagerCollector:
         facts.fabric = fabric
 
     def _nvswitches(self, ctx: CollectContext, fabric: FabricFacts) -> None:
-        base = ctx.path("sys", "bus", "pci", "devices")
         try:
-            devices = sorted(base.iterdir())
+            devices = nvidia_pci_devices(ctx)
         except OSError as exc:
-            fabric.mark_unavailable(
-                "nvswitch_count", UnavailableReason.NOT_SUPPORTED, f"{base}: {exc.strerror}"
-            )
+            fabric.mark_unavailable("nvswitch_count", UnavailableReason.NOT_SUPPORTED, str(exc))
             return
-        count = 0
-        for dev in devices:
-            vendor, _ = read_file(dev / "vendor")
-            if not vendor or vendor.strip().lower() != NVIDIA_VENDOR:
-                continue
-            klass, _ = read_file(dev / "class")
-            if klass and klass.strip().lower().startswith(NVSWITCH_CLASS):
-                count += 1
-        fabric.nvswitch_count = count
+        fabric.nvswitch_count = sum(klass.startswith(NVSWITCH_CLASS) for _, klass in devices)
 
     def _unit(self, ctx: CollectContext, fabric: FabricFacts) -> None:
         res = ctx.run(NAME, SHOW_ARGV, min(ctx.command_timeout_s, 10.0))

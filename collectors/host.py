@@ -152,6 +152,25 @@ def read_capped(path: Path, max_bytes: int) -> tuple[str | None, Unavailable | N
     return data.decode("utf-8", errors="replace"), None
 
 
+def nvidia_pci_devices(ctx: CollectContext) -> list[tuple[Path, str]]:
+    """Every NVIDIA function on the PCI bus (sysfs) with its class (``0x030200``, lower
+    case), sorted by address; OSError naming the directory when the bus cannot be listed."""
+    base = ctx.path("sys", "bus", "pci", "devices")
+    try:
+        devices = sorted(base.iterdir())
+    except OSError as exc:
+        raise OSError(f"{base}: {exc.strerror}") from exc
+    out = []
+    for dev in devices:
+        vendor, _ = read_file(dev / "vendor")
+        if not vendor or vendor.strip().lower() != NVIDIA_VENDOR:
+            continue
+        klass, _ = read_file(dev / "class")
+        if klass:
+            out.append((dev, klass.strip().lower()))
+    return out
+
+
 def read_file(path: Path) -> tuple[str | None, Unavailable | None]:
     """A sysfs/procfs file's text, or why it could not be read."""
     try:
@@ -685,21 +704,14 @@ class HostCollector:
         return link
 
     def _gpus(self, ctx: CollectContext, host: HostFacts, links: dict[str, PcieLinkFacts]) -> None:
-        base = ctx.path("sys", "bus", "pci", "devices")
         try:
-            devices = sorted(base.iterdir())
+            devices = nvidia_pci_devices(ctx)
         except OSError as exc:
-            host.mark_unavailable(
-                "gpu_count_pci", UnavailableReason.NOT_SUPPORTED, f"{base}: {exc.strerror}"
-            )
+            host.mark_unavailable("gpu_count_pci", UnavailableReason.NOT_SUPPORTED, str(exc))
             return
         count = 0
-        for dev in devices:
-            vendor, _ = read_file(dev / "vendor")
-            klass, _ = read_file(dev / "class")
-            if not vendor or vendor.strip().lower() != NVIDIA_VENDOR or not klass:
-                continue
-            if not klass.strip().lower().startswith(GPU_CLASSES):
+        for dev, klass in devices:
+            if not klass.startswith(GPU_CLASSES):
                 continue  # NVSwitch, audio function, ...
             count += 1
             links[dev.name.lower()] = self._pcie_link(ctx, dev, dev.name, "gpu")
