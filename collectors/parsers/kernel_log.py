@@ -567,7 +567,10 @@ class KernelLogParser:
                 end = n
             self._line(no, text[start:end])
             pos, no = end + 1, no + 1
-        self.lines_seen += count("\n") + (0 if text.endswith("\n") or not text else 1)
+        # the lines up to pos are counted in no; the newlines after it once more, the text
+        # is not walked twice
+        rest = count("\n", pos) + (1 if pos < n and not text.endswith("\n") else 0)
+        self.lines_seen = no - 1 + rest
 
     def _line(self, no: int, raw: str) -> None:
         try:
@@ -1156,19 +1159,28 @@ LINE_KINDS: tuple[LineKind, ...] = (
         ("NVRM: GPU at", "NVRM: The NVIDIA GPU", "NVRM: (PCI ID"),
         KernelLogParser.on_identity,
     ),
-    LineKind("bus_loss", ("fallen", "Fallen"), KernelLogParser.on_bus_loss),
+    # The driver prints every "fallen off the bus" form after "NVRM:" (the multi-line
+    # report's third line holds nothing else); a message pasted alone keeps "GPU has".
+    LineKind(
+        "bus_loss", ("NVRM", "GPU has fallen", "Fallen", "FALLEN"), KernelLogParser.on_bus_loss
+    ),
     LineKind("pcie_limit", ("PCIe bandwidth",), KernelLogParser.on_pcie_limit),
     LineKind(
         "host_health",
         (
-            "blocked for more than",
-            "EXT4-fs",
-            "EXT3-fs",
-            "BTRFS",
+            "INFO: task",  # hung tasks
+            "EXT4-fs error",  # not "EXT4-fs": its mount notices are chatter
+            "EXT4-fs critical",
+            "EXT3-fs error",
+            "EXT3-fs critical",
+            "Remounting filesystem read-only",
+            "BTRFS error",
+            "BTRFS critical",
             "XFS (",
             "I/O error",
-            "medium error",
-            "not responding",
+            "error, dev ",  # block layer: "critical medium error, dev sdb, sector ..."
+            "responding, still trying",  # "nfs: server X not responding, still trying"
+            "responding, timed out",
             "Machine Check",
             "Machine check",
             "No space left",
@@ -1181,19 +1193,32 @@ LINE_KINDS: tuple[LineKind, ...] = (
             "AER",
             "PCIe Bus Error",
             "[Hardware Error]",
-            "error status/mask",
+            "] error status/mask",  # "device [10de:2330] error status/mask=..."
             "TLP Header",
-            "aer_",
+            "aer_status",
+            "aer_mask",
+            "aer_layer",
+            "aer_agent",
+            "aer_uncor",
             "Error of this Agent",
             "Root Port",
-            "recover",
+            "evice recovery",
+            "'t recover",  # the kernel's "can't recover (no error_detected callback)"
         ),
         KernelLogParser.on_aer,
         patterns=(r"\[\s?\d{1,2}\]\s",),  # an error bit: "[ 5] SDES", "[14] CmpltTO"
     ),
     LineKind(
         "oom",
-        ("oom", "Out of memory", "Killed process", "Kill process", "Task in "),
+        (
+            "invoked oom-killer",
+            "oom_reaper",
+            "constraint=CONSTRAINT_",  # the "oom-kill:" summary (kernel 4.19 on)
+            "Out of memory",  # "Memory cgroup out of memory: Kill(ed) process" below
+            "Killed process",
+            "Kill process",
+            "Task in ",
+        ),
         KernelLogParser.on_oom,
     ),
     LineKind(
@@ -1205,10 +1230,36 @@ LINE_KINDS: tuple[LineKind, ...] = (
 # --------------------------------------------------------------------------- prefilter
 
 
+# Characters ranked by how often they occur in kernel-log chatter, most frequent first
+# (measured over journals of GPU nodes). The prefilter looks for each keyword from its
+# rarest character on: the regex engine skips ahead to the first characters of one
+# alternation, and the fewer places it stops at, the faster the pass.
+_CHAR_RANK = " 0e2:nor1-tdlapi4su679.k35mfg8cTb+v/h_)(\"y=xPEDwCN,ISjVA>MRXLGFOYH][QqUBK<'@}{W"
+_COMMON_CHARS = frozenset(_CHAR_RANK[: _CHAR_RANK.index("c") + 1])  # over 1% of the text
+_ANCHOR_MIN = 5  # a shorter rest of a keyword would stop the scan at too many lines
+
+
+def _anchor(word: str) -> str:
+    """The rest of ``word`` from its rarest character on (at least ``_ANCHOR_MIN`` long
+    where the word is): every line holding ``word`` holds it."""
+    last = max(0, len(word) - _ANCHOR_MIN)
+    at = min(range(last + 1), key=lambda i: (_rarity(word[i]), i))
+    return word[at:]
+
+
+def _rarity(ch: str) -> int:
+    """Lower is rarer; characters the table does not know are the rarest."""
+    return len(_CHAR_RANK) - _CHAR_RANK.index(ch) if ch in _CHAR_RANK else 0
+
+
 def _prefilter(kinds: Iterable[LineKind]) -> tuple[re.Pattern[str], ...]:
-    """Searches that together find every line some kind may want: one alternation of the
-    keywords that start with a rare character (the regex engine skips ahead to those),
-    and one search per other keyword and pattern (a lone literal is searched fast)."""
+    """Searches that together find every line some kind may want.
+
+    One alternation of the keywords' anchors that start with a rare character (its cost
+    is one pass over the text plus a check wherever such a character stands), and one
+    literal search per keyword made only of frequent characters and per pattern that
+    starts with no literal rare character (a lone literal is searched at memory speed,
+    but each costs a pass of its own)."""
     words: list[str] = []
     patterns: list[str] = []
     for kind in kinds:
@@ -1216,12 +1267,48 @@ def _prefilter(kinds: Iterable[LineKind]) -> tuple[re.Pattern[str], ...]:
         patterns += [p for p in kind.patterns if p not in patterns]
     # keywords already holding another keyword add nothing
     words = [w for w in words if not any(o != w and o in w for o in words)]
-    rare = [w for w in words if w[0].isupper()]
-    common = [w for w in words if w not in rare]
-    passes = [re.compile("|".join(re.escape(w) for w in sorted(rare, key=len, reverse=True)))]
-    passes += [re.compile(re.escape(w)) for w in common]
-    passes += [re.compile(p) for p in patterns]
-    return tuple(p for p in passes if p.pattern)
+    anchors: list[str] = []
+    alone: list[str] = []
+    for word in words:
+        anchor = _anchor(word)
+        if anchor[0] in _COMMON_CHARS:
+            alone.append(word)
+        else:
+            anchors.append(anchor)
+    anchors = [a for a in anchors if not any(o != a and o in a for o in anchors)]
+    branches = [re.escape(a) for a in sorted(anchors, key=len, reverse=True)]
+    lone: list[str] = []
+    for pattern in patterns:
+        head = _literal_head(pattern) if "|" not in pattern else None
+        (lone if head is None or head in _COMMON_CHARS else branches).append(pattern)
+    passes = [_grouped(branches)] if branches else []
+    passes += [re.compile(re.escape(w)) for w in alone]
+    passes += [re.compile(p) for p in lone]
+    return tuple(passes)
+
+
+def _literal_head(pattern: str) -> str | None:
+    """The character every match of ``pattern`` starts with, when it is a plain one."""
+    if len(pattern) >= 2 and pattern[0] == "\\" and not pattern[1].isalnum():
+        return pattern[1]
+    if pattern and (pattern[0].isalnum() or pattern[0] in " _-:'/"):
+        return pattern[0]
+    return None
+
+
+def _grouped(branches: list[str]) -> re.Pattern[str]:
+    """One alternation, its branches grouped by their first character so that the engine
+    tries one group, not every branch, where it stops."""
+    groups: dict[str, list[str]] = {}
+    for branch in branches:
+        head = 2 if branch.startswith("\\") else 1
+        groups.setdefault(branch[:head], []).append(branch[head:])
+    return re.compile(
+        "|".join(
+            head + (rests[0] if len(rests) == 1 else "(?:" + "|".join(rests) + ")")
+            for head, rests in groups.items()
+        )
+    )
 
 
 def _gate(kind: LineKind) -> Callable[[str], object] | None:

@@ -22,6 +22,7 @@ from gpu_triage.collectors.parsers.kernel_log import (
     KernelLog,
     KernelLogParser,
     LineKind,
+    _candidates,
     parse_kernel_log,
 )
 from gpu_triage.collectors.parsers.kernel_timestamps import month_number, parse_iso
@@ -1492,3 +1493,88 @@ def test_a_new_line_kind_sees_only_its_lines() -> None:
     )
     log = parser.finish()
     assert seen == [2] and [x.code for x in log.xids] == [13]  # the Xid kind comes first
+
+
+# ------------------------------------------------------------------ prefilter
+
+_KEYWORDS = sorted({(k.name, w) for k in LINE_KINDS for w in k.keywords})
+
+
+@pytest.mark.parametrize(("kind", "word"), _KEYWORDS)
+@settings(max_examples=25, deadline=None)
+@given(
+    before=st.text(st.characters(min_codepoint=32, max_codepoint=126), max_size=40),
+    after=st.text(st.characters(min_codepoint=32, max_codepoint=126), max_size=40),
+)
+def test_every_keyword_makes_its_line_a_candidate(
+    kind: str, word: str, before: str, after: str
+) -> None:
+    # the prefilter looks for each keyword from its rarest character on: whatever stands
+    # around it, a line holding the keyword is always handed to the kinds
+    text = f"chatter one\n{before}{word}{after}\nchatter two\n"
+    starts = _candidates(text, KernelLogParser()._passes)
+    assert text.index(f"{before}{word}") in starts
+
+
+def test_the_prefilter_skips_the_mount_chatter_that_shares_a_prefix_with_errors() -> None:
+    chatter = (
+        "EXT4-fs (nvme0n1p2): mounted filesystem with ordered data mode. Quota mode: none.\n"
+        "XFS (dm-3): Mounting V5 Filesystem\n"  # "XFS (" stays a keyword: seen, not taken
+        "nvidia-nvlink: Nvlink Core is being initialized, major device number 511\n"
+    )
+    starts = _candidates(chatter, KernelLogParser()._passes)
+    assert 0 not in starts
+    log = parse_kernel_log(chatter)
+    assert not list(log.events())
+
+
+@pytest.mark.parametrize(
+    ("line", "problem", "device"),
+    [
+        # kernel 5.3 on: the block layer names the error first, no function prefix
+        (
+            "critical medium error, dev sdb, sector 1928 op 0x0:(READ) flags 0x80700 "
+            "phys_seg 1 prio class 0",
+            "io_error",
+            "sdb",
+        ),
+        ("blk_update_request: critical medium error, dev sda, sector 12345", "io_error", "sda"),
+        ("print_req_error: I/O error, dev nvme0n1, sector 1024", "io_error", "nvme0n1"),
+        (
+            "nfs: server nas01.example not responding, timed out",
+            "nfs_not_responding",
+            "nas01.example",
+        ),
+        (
+            "BTRFS error (device nvme0n1p3): bdev /dev/nvme0n1p3 errs: wr 1, rd 0",
+            "fs_error",
+            "nvme0n1p3",
+        ),
+        ("EXT4-fs critical (device sda1): ext4_lookup:1740: inode #2", "fs_error", "sda1"),
+    ],
+)
+def test_host_problem_formats(line: str, problem: str, device: str) -> None:
+    for text in (f"[ 812.5] {line}\n", f"2026-12-01T04:01:17+00:00 node-3 kernel: {line}\n"):
+        log = parse_kernel_log(text)
+        assert [(e.problem, e.device) for e in log.host_events] == [(problem, device)], text
+
+
+def test_oom_summary_line_is_read_with_its_kill() -> None:
+    text = (
+        "[441280.8] python invoked oom-killer: gfp_mask=0x100cca(GFP_HIGHUSER_MOVABLE), order=0\n"
+        "[441280.8] oom-kill:constraint=CONSTRAINT_MEMCG,nodemask=(null),cpuset=/,"
+        "mems_allowed=0-1,oom_memcg=/kubepods/pod1,task_memcg=/kubepods/pod1/c1,task=python,"
+        "pid=698405,uid=1000\n"
+        "[441280.9] Memory cgroup out of memory: Killed process 698405 (python) "
+        "total-vm:49978204kB, anon-rss:12918388kB, file-rss:68668kB\n"
+        "[441281.6] oom_reaper: reaped process 698405 (python), now anon-rss:0kB\n"
+    )
+    log = parse_kernel_log(text)
+    assert len(log.ooms) == 1
+    kill = log.ooms[0]
+    assert (kill.pid, kill.process_name, kill.anon_rss_kib) == (698405, "python", 12918388)
+    assert (kill.constraint, kill.cgroup, kill.task_cgroup) == (
+        "CONSTRAINT_MEMCG",
+        "/kubepods/pod1",
+        "/kubepods/pod1/c1",
+    )
