@@ -98,10 +98,16 @@ def aggregate(files: list[Path], target: float) -> dict[str, NodeState]:
            GROUP BY ALL"""
     ).fetchall():
         nodes[host].xids.setdefault((code, drv), set()).update(gpus or [])
-    for host, bus, serial, un, us, usq, at, tn, tsum in con.execute(
+    bands = ("util < 10", "util >= 10 AND util < 70", "util >= 70")  # fleet_read.BAND_BOUNDS
+    per_band = ", ".join(
+        f"count(temp) FILTER ({b}), coalesce(sum(temp) FILTER ({b}), 0), "
+        f"coalesce(sum(temp * temp) FILTER ({b}), 0)"
+        for b in bands
+    )
+    for host, bus, serial, un, us, usq, at, tn, tsum, *band in con.execute(
         f"""SELECT host, bus, first(serial), count(util), coalesce(sum(util), 0),
                    coalesce(sum(util * util), 0), count(*) FILTER (util >= {target}),
-                   count(temp), coalesce(sum(temp), 0)
+                   count(temp), coalesce(sum(temp), 0), {per_band}
             FROM (SELECT host, unnest(g, recursive := true) FROM (
                     SELECT host, unnest(list_transform(gpus, lambda x, i: struct_pack(
                         bus := coalesce(nullif(x.bus, ''), '#' || (i - 1)::VARCHAR),
@@ -111,7 +117,18 @@ def aggregate(files: list[Path], target: float) -> dict[str, NodeState]:
                     ))) AS g FROM h))
             GROUP BY host, bus"""
     ).fetchall():
-        nodes[host].window[bus] = GpuWindow(serial, un, us, usq, at, tn, tsum)
+        nodes[host].window[bus] = GpuWindow(
+            serial,
+            un,
+            us,
+            usq,
+            at,
+            tn,
+            tsum,
+            [int(band[i]) for i in (0, 3, 6)],
+            [float(band[i]) for i in (1, 4, 7)],
+            [float(band[i]) for i in (2, 5, 8)],
+        )
     return nodes
 
 

@@ -19,6 +19,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from gpu_triage.collectors import roce
 from gpu_triage.collectors.base import CollectContext, CollectorUnavailable
 from gpu_triage.collectors.parsers import ParseError
 from gpu_triage.collectors.parsers.ibstat import (
@@ -275,9 +276,12 @@ class HostCollector:
         if not ctx.path("proc").is_dir():
             raise CollectorUnavailable(f"no {ctx.path('proc')}: not a Linux host")
         host = HostFacts(source="/proc, /sys")
+        roce_ports = roce.roce_ports(ctx)
         first = self._sample(ctx)
+        roce_first = roce.read_roce(ctx, roce_ports)
         self._sleep(ctx.window_s)
         second = self._sample(ctx)
+        roce_second = roce.read_roce(ctx, roce_ports)
         elapsed = max(second.at - first.at, ctx.window_s)
 
         self._cpu(host, first, second)
@@ -294,6 +298,7 @@ class HostCollector:
         self._gpus(ctx, host, links)
         facts.nics = self._nics(ctx, links)
         facts.ib_ports = self._ib(ctx, links)
+        roce.fill_roce(ctx, facts.ib_ports, roce_ports, roce_first, roce_second)
         bridges = self._bridges(ctx, links)
         facts.pcie_links = list(links.values()) + list(bridges.values())
         self._gpudirect(ctx, host, links)

@@ -47,7 +47,7 @@ HEADER = """\
 #   collector:NAME   a live collector (nvml, host, kernel_log, container_runtime ...)
 #   parser:NAME      a --from-text / runbook-step parser
 #   engine:enrich    the engine's Xid/SXid catalogue enrichment
-#   history:NAME     the unattended history (counter deltas, Xid history)
+#   history:NAME     the unattended history (counter deltas, Xid history, baselines)
 #   supplied:KIND    a file a person supplies (site inventory, job metrics)
 # A field with [] is produced by nothing: a rule reading it is mentioned only.
 """
@@ -174,8 +174,30 @@ def from_collectors(kernel_logs: list[Path], tmp: Path) -> Iterator[tuple[str, A
     lib = fake.mkdir("usr/lib/x86_64-linux-gnu")
     (lib / "libnvidia-ml.so.570.86.15").write_text("")
     (lib / "libnvidia-ml.so.1").symlink_to("libnvidia-ml.so.570.86.15")
+    # A RoCE port whose counters move over the window, its tools answering (ethtool, dcb).
+    from tests.collectors import roce_outputs
+
+    fake.pci_device("0000:5e:00.0", "0x15b3", "0x020000")
+    second_hw = {k: v * 3 for k, v in roce_outputs.HW_FIRST.items()}
+    fake.roce_port(
+        "mlx5_2",
+        "0000:5e:00.0",
+        "ens1f0np0",
+        hw_first=roce_outputs.HW_FIRST,
+        hw_second=second_hw,
+    )
+    fake.write(
+        "ethtool-S-ens1f0np0.txt",
+        roce_outputs.ethtool_s(rx_pause=10, tx_pause=5, rx_us=100, tx_us=50, storms=1),
+    )
+    fake.second["ethtool-S-ens1f0np0.txt"] = roce_outputs.ethtool_s(
+        rx_pause=900, tx_pause=70, rx_us=90_000, tx_us=4_000, storms=2
+    )
+    roce_tools = roce_outputs.tools(tmp / "roce-bin", fake.root)
     facts = Facts()
-    HostCollector(sleep=fake.sleep).collect(CollectContext(root=fake.root, window_s=1.0), facts)
+    HostCollector(sleep=fake.sleep).collect(
+        CollectContext(root=fake.root, window_s=1.0, search_path=roce_tools), facts
+    )
     yield "collector:host", facts
 
     # NVML that does not start: what the collector records of why (driver, error facts).
@@ -291,6 +313,7 @@ def from_history(snapshots: list[Any]) -> Iterator[tuple[str, set[str]]]:
     """Counter deltas and Xid history: each snapshot recorded, then seen again later;
     the fields the history adds."""
     from gpu_triage.model.facts import HostFacts
+    from gpu_triage.ops.baseline import MIN_RUNS, BaselineLedger
     from gpu_triage.ops.counters import CounterLedger
     from gpu_triage.ops.history import XidLedger
 
@@ -303,6 +326,18 @@ def from_history(snapshots: list[Any]) -> Iterator[tuple[str, set[str]]]:
         again = snap.model_copy(deep=True, update={"taken_at": later})
         ledger.prepare(again, later)
         yield "history:counters", produced_fields(again.facts) - produced_fields(snap.facts)
+        if snap.facts.gpus:  # the baseline: earlier runs at the same load, then this one
+            baselines = BaselineLedger.from_json({})
+            for n in range(MIN_RUNS):
+                past = snap.model_copy(deep=True, update={"taken_at": t0 + timedelta(minutes=n)})
+                baselines.record(past, t0)
+            # a judged run, then the next one (which sees the previous run's z)
+            judged = snap.model_copy(deep=True, update={"taken_at": later + timedelta(hours=1)})
+            baselines.prepare(judged, later)
+            baselines.record(judged, later)
+            now = snap.model_copy(deep=True, update={"taken_at": later + timedelta(hours=1.1)})
+            baselines.prepare(now, later)
+            yield "history:baselines", produced_fields(now.facts) - produced_fields(snap.facts)
         if not snap.facts.xids:
             continue
         xids = XidLedger.from_json({})

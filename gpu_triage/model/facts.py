@@ -413,6 +413,41 @@ class GpuFacts(FactModel):
     query_errors: int | None = fact(
         "values", "values the driver answered with an error (Unknown Error, ERR!) in this output"
     )
+    # Against this GPU's own history at the same load (ops/baseline.py, unattended runs).
+    load_band: str | None = fact(
+        "", "load band of this run for the history baseline: idle, light or busy (GPU util)"
+    )
+    baseline_runs: int | None = fact(
+        "runs", "earlier runs of this GPU in the same load band that the baseline is made of"
+    )
+    temp_baseline_c: float | None = fact(
+        "°C", "median GPU temperature of this GPU's earlier runs in the same load band"
+    )
+    temp_robust_z: float | None = fact(
+        "MADs",
+        "how far this run's temperature is from that median, in robust standard deviations "
+        "(1.4826 x the median absolute deviation, with a floor)",
+    )
+    power_baseline_w: float | None = fact(
+        "W", "median power draw of this GPU's earlier runs in the same load band"
+    )
+    power_robust_z: float | None = fact(
+        "MADs", "how far this run's power draw is from that median, in robust standard deviations"
+    )
+    temp_z_previous_run: float | None = fact(
+        "MADs", "temp_robust_z of this GPU's previous run (when it was under two hours ago)"
+    )
+    power_z_previous_run: float | None = fact(
+        "MADs", "power_robust_z of this GPU's previous run (when it was under two hours ago)"
+    )
+    temp_peers_z: float | None = fact(
+        "MADs",
+        "median temp_robust_z of the node's other GPUs in the same load band this run "
+        "(they all moved: the workload or the room changed, not this GPU)",
+    )
+    power_peers_z: float | None = fact(
+        "MADs", "median power_robust_z of the node's other GPUs in the same load band this run"
+    )
 
     @computed_field(  # type: ignore[prop-decorator]
         description="device memory in use as a share of installed memory",
@@ -636,6 +671,59 @@ class IbPortFacts(FactModel):
     symbol_errors_delta: int | None = fact("errors", "symbol errors added since the previous run")
     rcv_errors_delta: int | None = fact("errors", "receive errors added since the previous run")
     counters_interval_s: float | None = fact("s", "seconds since the previous run's counters")
+    # RoCE ports (link_layer ethernet): the Ethernet interface, its congestion control and
+    # its congestion counters over the collection window (collectors/roce.py).
+    netdev: str | None = fact("", "RoCE: the port's Ethernet interface, e.g. ens1f0np0")
+    ecn_np_prios: int | None = fact(
+        "priorities",
+        "RoCE: priorities with ECN notification point on (the receiver sends CNPs; "
+        "/sys/class/net/IF/ecn/roce_np/enable/N)",
+    )
+    ecn_rp_prios: int | None = fact(
+        "priorities",
+        "RoCE: priorities with ECN reaction point on (DCQCN slows the sender on a CNP; "
+        "/sys/class/net/IF/ecn/roce_rp/enable/N)",
+    )
+    pfc_prios: str | None = fact(
+        "", "RoCE: priorities with PFC on, e.g. '3' ('none': PFC off on every priority)"
+    )
+    pfc_enabled_count: int | None = fact("priorities", "RoCE: priorities with PFC on")
+    pause_rx_enabled: bool | None = fact("", "RoCE: 802.3x global pause honoured (ethtool -a RX)")
+    pause_tx_enabled: bool | None = fact("", "RoCE: 802.3x global pause sent (ethtool -a TX)")
+    roce_window_s: float | None = fact("s", "RoCE: seconds between the two counter readings")
+    cnp_sent_per_s: float | None = fact(
+        "CNP/s", "RoCE: congestion notifications sent (np_cnp_sent) over the window"
+    )
+    cnp_handled_per_s: float | None = fact(
+        "CNP/s", "RoCE: congestion notifications acted on (rp_cnp_handled) over the window"
+    )
+    ecn_marked_per_s: float | None = fact(
+        "packets/s", "RoCE: ECN-marked packets received (np_ecn_marked_roce_packets)"
+    )
+    out_of_sequence_per_s: float | None = fact(
+        "packets/s",
+        "RoCE: packets received out of sequence (out_of_sequence + packet_seq_err): loss",
+    )
+    rx_pause_per_s: float | None = fact(
+        "frames/s", "RoCE: pause frames received (PFC + global, ethtool -S) over the window"
+    )
+    tx_pause_per_s: float | None = fact(
+        "frames/s", "RoCE: pause frames sent (PFC + global, ethtool -S) over the window"
+    )
+    rx_paused_pct: float | None = fact(
+        "%", "RoCE: share of the window the port was held paused by its peer (worst priority)"
+    )
+    tx_paused_pct: float | None = fact(
+        "%", "RoCE: share of the window the port held its peer paused (worst priority)"
+    )
+    pause_storm_events: int | None = fact(
+        "events",
+        "RoCE: times the NIC's pause-storm guard stopped sending pause "
+        "(tx_pause_storm_error_events), lifetime",
+    )
+    pause_storm_events_added: int | None = fact(
+        "events", "RoCE: pause-storm guard events added over the window"
+    )
 
 
 # --------------------------------------------------------------------------- events

@@ -78,6 +78,8 @@ def run_record(doc: FindingsDocument, facts: Facts | None = None) -> dict[str, A
                 "temp": g.temperature_gpu_c,
                 # one number per GPU per run: the fleet ranks utilisation over the window (F9)
                 "util": g.utilization_gpu_pct,
+                # against its own history at this load (ops/baseline.py), when judged (F6)
+                **({"temp_z": g.temp_robust_z} if g.temp_robust_z is not None else {}),
             }
             for g in facts.gpus
         ]

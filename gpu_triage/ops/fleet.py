@@ -6,7 +6,8 @@ findings across the fleet, worst first; repeat-offender GPUs and nodes (about 1%
 cause about half of the failures, fleet/F8); driver and VBIOS drift (fleet/F1, F3); the
 same Xid across many nodes on one driver version (a driver regression, not a hardware
 fault: guide/MS3), tested against the nodes on other drivers; racks or rows running hot;
-GPUs and nodes ranked by utilisation against the 85% target (fleet/F9).
+GPUs far hotter than their own history at the same load (fleet/F6); GPUs and nodes
+ranked by utilisation against the 85% target (fleet/F9).
 
 Every statistical statement has a minimum sample below which the report says it cannot
 tell, and a confidence statement (an interval or a p-value) above it.
@@ -24,10 +25,12 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from gpu_triage.io.escape import md_code, md_text
 from gpu_triage.ops.fleet_read import (
+    BAND_BOUNDS,
     DEFAULT_UTIL_TARGET,
     SEV_RANK,
     FleetRead,
     NodeState,
+    band_index,
     expand,
     inventory,
     read_fleet,
@@ -51,6 +54,11 @@ MIN_GPUS_FOR_SHARE = 100  # "the worst 1% of GPUs" needs at least one whole GPU 
 MIN_BAD_FOR_SHARE = 20  # bad findings before their concentration is stated
 MIN_GPUS_PER_PLACE = 8  # GPUs in a rack or row before its temperature is compared
 MIN_UTIL_SAMPLES = 24  # a day of hourly runs before a GPU's utilisation is ranked
+ANOMALY_MIN_RUNS = 20  # earlier runs of a GPU at the same load before it is judged
+ANOMALY_Z = 6.0
+ANOMALY_RISE_C = 10.0
+ANOMALY_MIN_SD_C = 1.0
+BAND_NAMES = ("idle", "light", "busy")
 REGRESSION_P = 0.01  # one-sided Fisher p below which a driver is suspected
 CORRELATED = (
     "intervals treat samples as independent; runs of one node are correlated, so read "
@@ -120,6 +128,27 @@ class HotSpot(Model):
     gpus: int
 
 
+class GpuAnomaly(Model):
+    node: str
+    gpu: str
+    serial: str = ""
+    band: str = Field(description="load band of the latest run: idle, light or busy")
+    temp_c: float = Field(description="temperature in the node's latest run")
+    history_mean_c: float | None = Field(
+        default=None, description="mean of its earlier runs in the same band (fleet window)"
+    )
+    history_sd_c: float | None = Field(
+        default=None, description="their standard deviation, floored (fleet window)"
+    )
+    z: float
+    runs: int = Field(default=0, description="earlier runs in the band (fleet window)")
+    judged_by: str = Field(
+        default="fleet window",
+        description="node baseline: the node's own median/MAD z (temp_z of its run record); "
+        "fleet window: mean and deviation of the runs read",
+    )
+
+
 class UtilRank(Model):
     node: str
     gpu: str = ""
@@ -171,6 +200,11 @@ class FleetReport(Model):
     xid_spread: list[XidSpread] = Field(default_factory=list)
     hot_spots: list[HotSpot] = Field(default_factory=list)
     hot_statement: str = ""
+    history_anomalies: list[GpuAnomaly] = Field(
+        default_factory=list,
+        description="GPUs whose latest temperature is far from their own history",
+    )
+    anomaly_statement: str = ""
     utilisation: Utilisation | None = None
     section_severity: dict[str, str] = Field(
         default_factory=dict, description="worst severity per section ('' when empty)"
@@ -237,6 +271,7 @@ def analyse(
     rep.drift = _drift(nodes)
     rep.xid_spread = _xid_spread(nodes, xid_min_nodes)
     rep.hot_spots, rep.hot_statement = _hot_spots(nodes, inventory, hot_delta_c)
+    rep.history_anomalies, rep.anomaly_statement = _history_anomalies(nodes, top)
     rep.utilisation = _utilisation(nodes, util_target, min_util_samples, top, rep)
     rep.section_severity = _section_severity(rep)
     return rep
@@ -496,6 +531,72 @@ def _hot_spots(
     return out, statement
 
 
+def _history_anomalies(nodes: dict[str, NodeState], top: int) -> tuple[list[GpuAnomaly], str]:
+    """GPUs whose temperature in their node's latest run is far above their own earlier
+    runs at the same load (fleet/F6): z of the latest reading against the mean and
+    standard deviation of the others (running sums: no sample is kept), the deviation
+    floored so that a very steady GPU is not flagged for a degree."""
+    out: list[GpuAnomaly] = []
+    judged = 0
+    for host, st in nodes.items():
+        for g in inventory(st.gpus):
+            temp, util, w = g["temp"], g["util"], st.window.get(g["bus"])
+            if temp is None or util is None or w is None:
+                continue
+            b = band_index(util)
+            if g["temp_z"] is not None:  # the node judged it: robust, and not fooled by
+                judged += 1  # an anomaly that lasts (it widens a mean's deviation)
+                if g["temp_z"] >= ANOMALY_Z:
+                    out.append(
+                        GpuAnomaly(
+                            node=host,
+                            gpu=g["bus"],
+                            serial=g["serial"],
+                            band=BAND_NAMES[b],
+                            temp_c=round(temp, 1),
+                            z=round(g["temp_z"], 1),
+                            judged_by="node baseline",
+                        )
+                    )
+                continue
+            n = w.band_n[b] - 1  # the latest run is in the sums: leave it out
+            if n < ANOMALY_MIN_RUNS:
+                continue
+            judged += 1
+            mean = (w.band_sum[b] - temp) / n
+            var = max(0.0, (w.band_sq[b] - temp * temp - n * mean * mean) / (n - 1))
+            sd = max(math.sqrt(var), ANOMALY_MIN_SD_C)
+            z = (temp - mean) / sd
+            if z >= ANOMALY_Z and temp - mean >= ANOMALY_RISE_C:
+                out.append(
+                    GpuAnomaly(
+                        node=host,
+                        gpu=g["bus"],
+                        serial=g["serial"],
+                        band=BAND_NAMES[b],
+                        temp_c=round(temp, 1),
+                        history_mean_c=round(mean, 1),
+                        history_sd_c=round(sd, 2),
+                        z=round(z, 1),
+                        runs=n,
+                    )
+                )
+    out.sort(key=lambda a: (-a.z, a.node, a.gpu))
+    statement = (
+        f"a GPU is listed when its node's latest run judged its temperature {ANOMALY_Z:g} "
+        "robust deviations or more above its own median at the same load (node baseline: "
+        "the run record's temp_z); for records without it, "
+        f"when its temperature in its node's latest run is {ANOMALY_Z:g} "
+        f"standard deviations or more and {ANOMALY_RISE_C:g} °C or more above the mean of its "
+        f"own earlier runs at the same load (GPU utilisation: idle below "
+        f"{BAND_BOUNDS[0]:g} %, light below {BAND_BOUNDS[1]:g} %, busy), the deviation "
+        f"taken as {ANOMALY_MIN_SD_C:g} °C at least; a GPU with fewer than "
+        f"{ANOMALY_MIN_RUNS} earlier runs at that load is not judged ({judged:,} judged); "
+        "an earlier anomaly widens the deviation, so this errs on the quiet side"
+    )
+    return out[:top], statement
+
+
 def _utilisation(
     nodes: dict[str, NodeState], target: float, min_samples: int, top: int, rep: FleetReport
 ) -> Utilisation | None:
@@ -575,6 +676,7 @@ def _section_severity(rep: FleetReport) -> dict[str, str]:
         "xid_spread": worst([x.severity for x in rep.xid_spread]),
         "drift": "warning" if rep.drift else "",
         "hot_spots": "warning" if rep.hot_spots else "",
+        "history_anomalies": "warning" if rep.history_anomalies else "",
         "utilisation": "info" if rep.utilisation else "",
     }
 
@@ -705,6 +807,27 @@ def _sec_hot(rep: FleetReport) -> list[str]:
     return lines
 
 
+def _sec_anomalies(rep: FleetReport) -> list[str]:
+    m = md_text
+    lines = ["## GPUs far from their own history", ""]
+    if not rep.history_anomalies:
+        lines.append("No GPU runs far hotter than its own history at the same load.")
+    for a in rep.history_anomalies:
+        serial = f" (serial {m(a.serial)})" if a.serial else ""
+        against = (
+            f"against {a.history_mean_c} ± {a.history_sd_c} °C over its "
+            f"{_n(a.runs, 'earlier run')} at that load (z {a.z})"
+            if a.judged_by == "fleet window"
+            else f"{a.z} robust deviations above its own median at that load (node baseline)"
+        )
+        lines.append(
+            f"- {m(a.node)} GPU {m(a.gpu)}{serial}: {a.temp_c} °C while {a.band}, {against}"
+        )
+    if rep.anomaly_statement:
+        lines += ["", m(rep.anomaly_statement[:1].upper() + rep.anomaly_statement[1:]) + "."]
+    return lines
+
+
 def _sec_util(rep: FleetReport) -> list[str]:
     m = md_text
     u = rep.utilisation
@@ -757,6 +880,7 @@ _SECTIONS = (
     ("xid_spread", _sec_xid),
     ("repeat_offenders", _sec_offenders),
     ("hot_spots", _sec_hot),
+    ("history_anomalies", _sec_anomalies),
     ("drift", _sec_drift),
     ("utilisation", _sec_util),
 )

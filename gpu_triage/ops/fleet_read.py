@@ -42,6 +42,16 @@ def worse(a: str, b: str) -> str:
 # --------------------------------------------------------------------------- per-node state
 
 
+# Load bands of the per-GPU temperature baseline: GPU utilisation below 10 % is idle,
+# below 70 % light, else busy (the same bands as ops/baseline.py's BANDS; a test holds
+# them equal).
+BAND_BOUNDS = (10.0, 70.0)
+
+
+def band_index(util: float) -> int:
+    return 0 if util < BAND_BOUNDS[0] else 1 if util < BAND_BOUNDS[1] else 2
+
+
 @dataclass(slots=True)
 class GpuWindow:
     """One GPU's samples over the history window, as running sums."""
@@ -53,6 +63,10 @@ class GpuWindow:
     util_at_target: int = 0
     temp_n: int = 0
     temp_sum: float = 0.0
+    # temperature per load band (idle, light, busy) of the samples with both readings
+    band_n: list[int] = field(default_factory=lambda: [0, 0, 0])
+    band_sum: list[float] = field(default_factory=lambda: [0.0, 0.0, 0.0])
+    band_sq: list[float] = field(default_factory=lambda: [0.0, 0.0, 0.0])
 
     def merge(self, other: GpuWindow) -> None:
         self.serial = self.serial or other.serial
@@ -62,6 +76,10 @@ class GpuWindow:
         self.util_at_target += other.util_at_target
         self.temp_n += other.temp_n
         self.temp_sum += other.temp_sum
+        for b in range(3):
+            self.band_n[b] += other.band_n[b]
+            self.band_sum[b] += other.band_sum[b]
+            self.band_sq[b] += other.band_sq[b]
 
 
 # The order of two runs of one node: timestamp, then where the line is (file, offset), so
@@ -177,6 +195,7 @@ def inventory(gpus: list[dict[str, Any]]) -> list[dict[str, Any]]:
             "uuid": _str(g.get("uuid")),
             "temp": _sample(g.get("temp"), -100.0, 250.0),
             "util": _sample(g.get("util"), 0.0, 100.0),
+            "temp_z": _sample(g.get("temp_z"), -1e6, 1e6),
         }
         for pos, g in enumerate(gpus)
     ]
@@ -268,7 +287,8 @@ def fold(st: NodeState, rec: dict[str, Any], where: tuple[int, int], opts: ReadO
             if w is None:
                 w = window[bus] = GpuWindow(serial=_str(get("serial")))
         util = get("util")
-        if (util.__class__ is float or util.__class__ is int) and 0.0 <= util <= 100.0:
+        util_ok = (util.__class__ is float or util.__class__ is int) and 0.0 <= util <= 100.0
+        if util_ok:
             w.util_n += 1
             w.util_sum += util
             w.util_sq += util * util
@@ -278,6 +298,11 @@ def fold(st: NodeState, rec: dict[str, Any], where: tuple[int, int], opts: ReadO
         if (temp.__class__ is float or temp.__class__ is int) and -100.0 <= temp <= 250.0:
             w.temp_n += 1
             w.temp_sum += temp
+            if util_ok:
+                b = 0 if util < 10.0 else 1 if util < 70.0 else 2  # band_index, inlined
+                w.band_n[b] += 1
+                w.band_sum[b] += temp
+                w.band_sq[b] += temp * temp
     order = (ts, where[0], where[1])
     if order > st.last:
         st.last, st.gpus = order, gpus

@@ -18,6 +18,7 @@ from gpu_triage.engine.findings import Cleared, FindingsDocument
 from gpu_triage.io.files import write_atomic
 from gpu_triage.model.facts import XidHistory
 from gpu_triage.model.snapshot import HISTORY_SOURCE, CollectorState, CollectorStatus, Snapshot
+from gpu_triage.ops.baseline import BaselineLedger
 from gpu_triage.ops.counters import CounterLedger
 from gpu_triage.ops.state import (
     CLEARED_KEEP,
@@ -136,6 +137,7 @@ class History:
     path: Path | None = None
     xids: XidLedger = field(default_factory=lambda: XidLedger())
     counters: CounterLedger = field(default_factory=lambda: CounterLedger())
+    baselines: BaselineLedger = field(default_factory=lambda: BaselineLedger())
 
     @staticmethod
     def key(rule_id: str, subject_key: str) -> str:
@@ -153,6 +155,7 @@ class History:
         }
         h.xids = XidLedger.from_json(ledger_json(state))
         h.counters = CounterLedger.from_json(state.counters.model_dump(mode="json"))
+        h.baselines = BaselineLedger.from_json(state.baselines.model_dump(mode="json"))
         if notice:
             # said once: the file was moved aside, the next run reads a fresh one
             print(f"gpu-triage: warning: {notice}", file=sys.stderr)
@@ -205,6 +208,7 @@ class History:
             },
             "xids": self.xids.to_json(),
             "counters": self.counters.to_json(),
+            "baselines": self.baselines.to_json(),
         }
         # what is written is what the next run reads: validated by the same model
         text = StateFile.model_validate(data).model_dump_json(indent=1)

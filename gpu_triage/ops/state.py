@@ -47,6 +47,8 @@ MAX_XID_KEYS = 4_096  # 64 GPUs x 64 codes
 MAX_EVENT_KEYS = 500  # per GPU and code: enough to count a storm
 MAX_COUNT = 10**9
 MAX_COUNTER_KEYS = 20_000
+MAX_BASELINE_KEYS = 4_096
+MAX_BASELINE_SAMPLES = 1_000  # per GPU and band (the ledger keeps fewer)
 
 Text = Annotated[str, StringConstraints(max_length=4096)]
 Count = Annotated[int, Field(ge=0, le=MAX_COUNT, strict=True)]
@@ -112,11 +114,30 @@ class CounterState(_Model):
     entries: dict[Text, dict[Text, Any]] = Field(default_factory=dict)
 
 
+Reading = Annotated[float, Field(ge=-1e12, le=1e12, allow_inf_nan=False)]
+BaselineSample = Annotated[list[Reading | None], Field(min_length=3, max_length=3)]
+
+
+class BaselineState(_Model):
+    """Each GPU's earlier readings per load band (ops/baseline.py): [time, temperature,
+    power] lists, the newest last; under ``last``, the previous run's [time,
+    temperature z, power z]."""
+
+    entries: dict[
+        Text,
+        dict[
+            Literal["idle", "light", "busy", "last"],
+            Annotated[list[BaselineSample], Field(max_length=MAX_BASELINE_SAMPLES)],
+        ],
+    ] = Field(default_factory=dict)
+
+
 class StateFile(_Model):
     version: Literal[1] = 1
     seen: dict[Text, SeenEntry] = Field(default_factory=dict)
     xids: XidLedgerState = Field(default_factory=XidLedgerState)
     counters: CounterState = Field(default_factory=CounterState)
+    baselines: BaselineState = Field(default_factory=BaselineState)
 
 
 def _problem(exc: ValidationError) -> str:
@@ -186,6 +207,9 @@ def prune(state: StateFile, now: datetime) -> StateFile:
     if len(state.counters.entries) > MAX_COUNTER_KEYS:  # by key: no time to go by
         keys = sorted(state.counters.entries)[:MAX_COUNTER_KEYS]
         state.counters.entries = {k: state.counters.entries[k] for k in keys}
+    if len(state.baselines.entries) > MAX_BASELINE_KEYS:  # by key: as the counters
+        keys = sorted(state.baselines.entries)[:MAX_BASELINE_KEYS]
+        state.baselines.entries = {k: state.baselines.entries[k] for k in keys}
     return state
 
 

@@ -178,9 +178,11 @@ def run_once(
                 spec.history = History.load(spec.history.path, now)
             spec.history.xids.prepare(snap)
             spec.history.counters.prepare(snap, now)
+            spec.history.baselines.prepare(snap, now)
             doc = evaluate(snap, spec.book, engine=spec.engine, source=source)
             spec.history.xids.record(snap, now)
             spec.history.counters.record(snap, now)
+            spec.history.baselines.record(snap, now)
             if spec.min_severity != "info":
                 floor = SEVERITIES.index(spec.min_severity)
                 doc.findings = [

@@ -228,6 +228,34 @@ class FakeRoot:
         ):
             self.write(f"{pdir}/{fname}", text + "\n")
 
+    def roce_port(
+        self,
+        ca: str,
+        bdf: str,
+        netdev: str,
+        *,
+        port: int = 1,
+        ecn_np: str = "00010000",
+        ecn_rp: str = "00010000",
+        hw_first: dict[str, int] | None = None,
+        hw_second: dict[str, int] | None = None,
+    ) -> None:
+        """A RoCE port: an RDMA port with link layer Ethernet over interface ``netdev``,
+        its ECN switches (one character per priority 0-7) and its hw_counters, which move
+        from ``hw_first`` to ``hw_second`` at the collector's sleep."""
+        self.nic(netdev, bdf)
+        self.ib_port(ca, bdf, port, rate="100 Gb/sec (2X HDR)", link_layer="Ethernet")
+        pdir = f"sys/devices/pci0000:00/{bdf}/infiniband/{ca}/ports/{port}"
+        self.write(f"{pdir}/gid_attrs/ndevs/0", netdev + "\n")
+        node = f"sys/devices/pci0000:00/{bdf}/net/{netdev}"
+        for point, flags in (("roce_np", ecn_np), ("roce_rp", ecn_rp)):
+            for prio, flag in enumerate(flags):
+                self.write(f"{node}/ecn/{point}/enable/{prio}", flag + "\n")
+        for name, value in (hw_first or {}).items():
+            self.write(f"{pdir}/hw_counters/{name}", f"{value}\n")
+        for name, value in (hw_second or {}).items():
+            self.second[f"{pdir}/hw_counters/{name}"] = f"{value}\n"
+
 
 def build_fake_root(root: Path) -> FakeRoot:
     """A two-GPU, one-NIC, one-HCA node with every file the host collector reads."""

@@ -55,3 +55,15 @@ def test_duckdb_baseline_gives_the_same_report(tmp_path: Path) -> None:
     theirs = analyse(FleetRead(nodes, sum(s.runs for s in nodes.values()), [], 0, 12))
     assert jsonio.dump_model(ours) == jsonio.dump_model(theirs)
     assert ours.xid_spread and ours.utilisation and ours.repeat_gpus
+
+
+def test_duckdb_baseline_gives_the_same_history_anomalies(tmp_path: Path) -> None:
+    from tests.unattended.test_fleet_anomalies import _history
+
+    d = _history(tmp_path / "h", last={(2, 1): (0.0, 60.0), (0, 3): (0.0, 58.0)})
+    ours = analyse(read_fleet([d], workers=2))
+    mod = _baseline()
+    nodes = mod.aggregate(sorted(d.glob("*.jsonl")), 85.0)  # type: ignore[attr-defined]
+    theirs = analyse(FleetRead(nodes, sum(s.runs for s in nodes.values()), [], 0, 4))
+    assert len(ours.history_anomalies) == 2
+    assert jsonio.dump_model(ours) == jsonio.dump_model(theirs)
