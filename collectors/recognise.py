@@ -72,6 +72,29 @@ DETECTORS: tuple[Detector, ...] = (
         command=r"\bdocker\s+(?:system\s+)?info\b",
     ),
     Detector(
+        "nvidia-ctk-version",
+        anchor=(
+            r"^\s*NVIDIA Container (?:Toolkit CLI|Runtime(?: Hook)?) version \d"
+            r"|^\s*cli-version:\s*\d"
+        ),
+        member=r"^\s*(?:commit|spec|lib-version|build [a-z]+|go|libseccomp|runc version)\b",
+        command=r"\bnvidia-(?:ctk|container-cli|container-runtime(?:-hook)?)\s+--version\b",
+    ),
+    Detector(
+        "ethtool-i",
+        # "driver: mlx5_core" opens each output (ethtool -i is the tool that prints a bare
+        # lower-case driver: line); firmware-version and expansion-rom-version prove it too
+        anchor=(
+            r"^driver:[ \t]+[a-z][\w-]{0,31}[ \t]*$|^\s*firmware-version:"
+            r"|^\s*expansion-rom-version:"
+        ),
+        member=(
+            r"^\s*(?:driver|version|bus-info|supports-[a-z-]+|expansion-rom-version"
+            r"|firmware-version):"
+        ),
+        command=r"\bethtool\s+(?:-i|--driver)\b",
+    ),
+    Detector(
         "nvidia-ctk-cdi-list",
         anchor=r"\bFound\s+\d+\s+CDI\s+devices?\b|^\s*nvidia\.com/gpu=\S+\s*$",
         member=r"^\s*[a-z0-9.-]+/[a-z0-9.-]+=\S+\s*$|^(?:INFO|WARN|ERRO)\[\d+\]",
@@ -325,8 +348,9 @@ DETECTORS: tuple[Detector, ...] = (
         member=r"^\S{3,5}\s+\d{1,2} \d\d:\d\d:\d\d \S+ \S+?(?:\[\d+\])?:",
         command=r"\b(?:dmesg|journalctl)\b|/var/log/(?:syslog|messages|kern)",
         wraps=True,
-        # lspci's indented "Kernel driver in use: pcieport" / "nvidia" is not a log line
-        yields_to=("lspci",),
+        # lspci's indented "Kernel driver in use: pcieport" / "nvidia" is not a log line,
+        # nor ethtool -i's "driver: mlx5_core"
+        yields_to=("lspci", "ethtool-i"),
     ),
     # Last: an error a job, nvidia-smi, docker or a plugin printed (the signature table's
     # longer keys); it never interrupts a segment of the formats above.

@@ -26,6 +26,7 @@ from gpu_triage.collectors.parsers.container_runtime import (
     daemon_json_facts,
     docker_info_facts,
     toolkit_mode,
+    toolkit_version,
 )
 from gpu_triage.collectors.parsers.kubectl import container_runtime_name
 from gpu_triage.io.commands import CommandResult
@@ -371,10 +372,20 @@ class ContainerRuntimeCollector:
             configs.append((path, runtime, containerd_uses_nvidia(text)))
 
         tools: list[str] = []
+        version: str | None = None
         for argv in (["nvidia-ctk", "--version"], ["nvidia-container-cli", "info"]):
             res = ctx.run(self.name, argv, min(ctx.command_timeout_s, 10.0))
             if not res.missing:
                 tools.append(argv[0])
+                if argv[0] == "nvidia-ctk" and res.ok:
+                    version = toolkit_version(res.stdout)
+        if version is None and "nvidia-container-cli" in tools:
+            # before nvidia-ctk (toolkit < 1.11), or without it: libnvidia-container's CLI
+            res = ctx.run(
+                self.name, ["nvidia-container-cli", "--version"], min(ctx.command_timeout_s, 10.0)
+            )
+            if res.ok:
+                version = toolkit_version(res.stdout)
         docker_facts = self._docker(ctx, docker)
         toolkit = self._read(ctx, "etc", "nvidia-container-runtime", "config.toml")
         spec_files, spec_devices = self._cdi_specs(ctx)
@@ -393,6 +404,16 @@ class ContainerRuntimeCollector:
         )
         # A runtime entry pointing at an uninstalled toolkit fails at container start.
         sched.container_runtime_nvidia = bool(wired) and bool(tools)
+        if version is not None:
+            sched.container_toolkit_version = version
+        else:
+            sched.mark_unavailable(
+                "container_toolkit_version",
+                UnavailableReason.NOT_SUPPORTED if not tools else UnavailableReason.ERROR,
+                "no NVIDIA container toolkit installed"
+                if not tools
+                else "nvidia-ctk / nvidia-container-cli --version printed no version",
+            )
         if docker_facts is not None:
             merge_fields(sched, docker_facts)
         if toolkit is not None:

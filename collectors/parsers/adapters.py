@@ -200,6 +200,18 @@ def nvidia_ctk_cdi_list(text: str, source: str = "nvidia-ctk cdi list") -> Facts
     return Facts(scheduler=parse_cdi_list(text, source))
 
 
+def nvidia_ctk_version(text: str, source: str = "nvidia-ctk --version") -> Facts:
+    from gpu_triage.collectors.parsers.container_runtime import parse_toolkit_version
+
+    return Facts(scheduler=parse_toolkit_version(text, source))
+
+
+def ethtool_i(text: str, source: str = "ethtool -i") -> Facts:
+    from gpu_triage.collectors.parsers.ethtool import parse_ethtool_i
+
+    return Facts(nics=parse_ethtool_i(text, source))
+
+
 def mpstat(text: str, source: str = "mpstat") -> Facts:
     from gpu_triage.collectors.parsers.mpstat import fill_host_from_mpstat, parse_mpstat
 

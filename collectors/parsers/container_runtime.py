@@ -172,3 +172,40 @@ def containerd_cdi_enabled(text: str) -> bool | None:
     """containerd's ``enable_cdi`` (None when the config does not say)."""
     m = _CONTAINERD_CDI.search(_uncommented(text))
     return None if m is None else m.group("on") == "true"
+
+
+# The toolkit's version, as its binaries print it:
+#   nvidia-ctk --version                 "NVIDIA Container Toolkit CLI version 1.14.3"
+#   nvidia-container-runtime --version   "NVIDIA Container Runtime version 1.14.3" (then runc's)
+#   nvidia-container-runtime-hook ...    "NVIDIA Container Runtime Hook version 1.14.3"
+#   nvidia-container-cli --version       "cli-version: 1.14.3" ("version: 1.0.0" before 1.1)
+# each followed by "commit: <sha>" lines. runc's own "runc version 1.1.9" is not the toolkit.
+_TOOLKIT_VERSION = r"(?P<v>\d{1,3}\.\d{1,3}(?:\.\d{1,4})?(?:[-~+][0-9A-Za-z.]{1,32})?)"
+_TOOLKIT_LINES = (
+    re.compile(
+        r"(?im)^[ \t]*NVIDIA Container (?:Toolkit CLI|Runtime(?: Hook)?|Toolkit) version[ \t]+"
+        + _TOOLKIT_VERSION
+        + r"[ \t]*$"
+    ),
+    re.compile(r"(?im)^[ \t]*(?:cli-)?version:[ \t]*" + _TOOLKIT_VERSION + r"[ \t]*$"),
+)
+
+
+def toolkit_version(text: str) -> str | None:
+    """The NVIDIA Container Toolkit version one of its binaries' ``--version`` prints;
+    None when the text holds none."""
+    for pattern in _TOOLKIT_LINES:
+        if m := pattern.search(text):
+            return m.group("v")
+    return None
+
+
+def parse_toolkit_version(text: str, source: str = "nvidia-ctk --version") -> SchedulerFacts:
+    version = toolkit_version(text)
+    if version is None:
+        raise ParseError(
+            "no NVIDIA Container Toolkit version line ('NVIDIA Container Toolkit CLI version "
+            "X', 'cli-version: X')",
+            source=source,
+        )
+    return SchedulerFacts(container_toolkit_version=version, source=source)

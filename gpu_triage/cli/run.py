@@ -76,7 +76,8 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         type=Path,
         metavar="FILE",
         help="site inventory (YAML/JSON: expected_pcie_width, pinned_driver_version, "
-        "rack, ...; see docs/facts.md, kind site)",
+        "pinned_kernel, pinned_nic_firmware, burn_in, rack, ...; see README and "
+        "docs/facts.md, kind site)",
     )
     run.add_argument(
         "--job",

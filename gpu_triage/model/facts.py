@@ -11,11 +11,12 @@ why, its reason sits in the fact's ``unavailable`` map (field name ->
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, computed_field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, computed_field, field_validator, model_validator
 
 from gpu_triage.model.nvlink_speeds import nominal_link_gbps
 
@@ -47,6 +48,17 @@ def fact(unit: str, meaning: str, default: Any = None) -> Any:
     return Field(default=default, description=meaning, json_schema_extra={"unit": unit})
 
 
+_MLX_FIRMWARE = re.compile(r"^(\d{1,3})\.\d{1,4}\.\d{1,5}$")
+
+
+def firmware_family(version: str | None) -> str | None:
+    """The device family of an NVIDIA (Mellanox) NIC firmware version: its first number
+    (20 ConnectX-6, 22 ConnectX-6 Dx, 26 ConnectX-6 Lx, 28 ConnectX-7, 32 BlueField-3 ...).
+    None for any other vendor's version format."""
+    m = _MLX_FIRMWARE.match(version or "")
+    return m.group(1) if m else None
+
+
 # Computed fields and the fields they are computed from: a computed value that is
 # missing inherits the reason of the input that is missing.
 DERIVED_FROM: dict[str, tuple[str, ...]] = {
@@ -57,6 +69,9 @@ DERIVED_FROM: dict[str, tuple[str, ...]] = {
     "rank_imbalance_pct": ("rank_step_times_ms",),
     "latency_tail_ratio": ("latency_p99_ms", "latency_p50_ms"),
     "versions_match": ("kernel_module_version", "library_version"),
+    "firmware_family": ("firmware_version",),
+    "pinned_nic_firmware_family": ("pinned_nic_firmware",),
+    "validates": ("test",),
 }
 
 
@@ -174,6 +189,10 @@ class HostFacts(FactModel):
     storage_read_jobs: int | None = fact(
         "jobs", "concurrent fio jobs (clients) the read figure was measured with"
     )
+    bios_version: str | None = fact(
+        "", "system BIOS (firmware) version, /sys/class/dmi/id/bios_version"
+    )
+    bios_date: str | None = fact("", "system BIOS release date, /sys/class/dmi/id/bios_date")
 
     @computed_field(  # type: ignore[prop-decorator]
         description="MemAvailable as a share of physical memory",
@@ -613,6 +632,22 @@ class NicFacts(FactModel):
     tx_errors: int | None = fact("errors", "transmit errors")
     rx_dropped: int | None = fact("packets", "packets dropped on receive")
     tx_dropped: int | None = fact("packets", "packets dropped on transmit")
+    firmware_version: str | None = fact(
+        "",
+        "NIC firmware version (ethtool -i firmware-version, without the PSID); an RDMA "
+        "adapter's firmware is also ib.firmware_version (sysfs fw_ver)",
+    )
+    firmware_psid: str | None = fact(
+        "", "board id (PSID) ethtool -i prints beside the firmware, e.g. MT_0000000838"
+    )
+
+    @computed_field(  # type: ignore[prop-decorator]
+        description="device family of an NVIDIA/Mellanox firmware version (its first number)",
+        json_schema_extra={"unit": ""},
+    )
+    @property
+    def firmware_family(self) -> str | None:
+        return firmware_family(self.firmware_version)
 
 
 class IbPortFacts(FactModel):
@@ -636,6 +671,17 @@ class IbPortFacts(FactModel):
     symbol_errors_delta: int | None = fact("errors", "symbol errors added since the previous run")
     rcv_errors_delta: int | None = fact("errors", "receive errors added since the previous run")
     counters_interval_s: float | None = fact("s", "seconds since the previous run's counters")
+    firmware_version: str | None = fact(
+        "", "firmware of the HCA (sysfs fw_ver, ibstat Firmware version, ibv_devinfo fw_ver)"
+    )
+
+    @computed_field(  # type: ignore[prop-decorator]
+        description="device family of the HCA firmware version (its first number)",
+        json_schema_extra={"unit": ""},
+    )
+    @property
+    def firmware_family(self) -> str | None:
+        return firmware_family(self.firmware_version)
 
 
 # --------------------------------------------------------------------------- events
@@ -821,6 +867,33 @@ class PcieLimitEvent(KernelEvent):
 # --------------------------------------------------------------------------- diagnostics
 
 
+# DCGM test names (text table, -j JSON, DCGM 2 to 4 spellings) -> what they validate.
+DIAG_AREAS: dict[str, str] = {
+    "diagnostic": "compute",
+    "sm stress": "compute",
+    "targeted stress": "compute",
+    "memory bandwidth": "memory_bandwidth",
+    "pcie": "interconnect",
+    "pcie bandwidth": "interconnect",
+    "nvbandwidth": "interconnect",
+    "nvlink": "interconnect",
+    "targeted power": "thermal_power",
+    "pulse test": "thermal_power",
+    "gpu memory": "memory",
+    "memory": "memory",
+    "memtest": "memory",
+}
+
+
+def diag_area(test: str | None) -> str | None:
+    """What a DCGM diagnostic test validates; None for the deployment checks' names and
+    anything else."""
+    if not test:
+        return None
+    key = " ".join(test.strip().lower().replace("_", " ").replace("-", " ").split())
+    return DIAG_AREAS.get(key)
+
+
 class DiagResult(FactModel):
     """One test of a DCGM diagnostic run (dcgmi diag) on one GPU, or on all of them."""
 
@@ -839,6 +912,17 @@ class DiagResult(FactModel):
     )
     run_level: int | None = fact("", "the diagnostic level run (dcgmi diag -r N) when known")
     dcgm_version: str | None = fact("", "DCGM version that ran it")
+
+    @computed_field(  # type: ignore[prop-decorator]
+        description=(
+            "what the test validates: compute, memory_bandwidth, interconnect, thermal_power, "
+            "memory or deployment (DCGM 2-4 test names, text or JSON)"
+        ),
+        json_schema_extra={"unit": ""},
+    )
+    @property
+    def validates(self) -> str | None:
+        return diag_area(self.test)
 
 
 # --------------------------------------------------------------------------- history
@@ -1006,6 +1090,11 @@ class SchedulerFacts(FactModel):
     cdi_nvidia_devices: int | None = fact(
         "devices", "nvidia.com/gpu devices the CDI specs define (spec files or nvidia-ctk cdi list)"
     )
+    container_toolkit_version: str | None = fact(
+        "",
+        "NVIDIA Container Toolkit version (nvidia-ctk --version, else nvidia-container-cli "
+        "--version cli-version)",
+    )
 
     @computed_field(  # type: ignore[prop-decorator]
         description="Docker has a runtime named nvidia registered",
@@ -1049,6 +1138,88 @@ class SiteInventory(FactModel):
     rack_power_budget_w: float | None = fact("W", "power the rack can deliver")
     rack_power_planned_w: float | None = fact("W", "power the rack's equipment needs at full load")
     baseline_step_time_ms: float | None = fact("ms", "known-good step time for the job")
+    # The golden image's pins beyond driver and VBIOS (fleet/F1): each is compared with
+    # what the node runs, exactly as the node reports it (surrounding blanks dropped; a
+    # leading "v" dropped from software release numbers). Unset: not checked.
+    pinned_kernel: str | None = fact("", "kernel release the golden image pins (uname -r)")
+    pinned_cuda_version: str | None = fact(
+        "",
+        "CUDA version the pinned driver supports, major.minor as nvidia-smi prints it (quote "
+        "it in YAML: 12.10 unquoted is the number 12.1)",
+    )
+    pinned_fabric_manager_version: str | None = fact(
+        "", "Fabric Manager version the golden image pins (NVSwitch nodes)"
+    )
+    pinned_nic_firmware: str | None = fact(
+        "",
+        "firmware the node's NICs of one family should run, e.g. 28.39.1002 (ConnectX-7): "
+        "NICs of another family (another first number) are not held to it",
+    )
+    pinned_bios_version: str | None = fact(
+        "", "system BIOS version the site pins (/sys/class/dmi/id/bios_version)"
+    )
+    pinned_container_toolkit_version: str | None = fact(
+        "", "NVIDIA Container Toolkit version the golden image pins"
+    )
+    burn_in: bool | None = fact(
+        "",
+        "the node is in validation (burn-in) before production: its diagnostics must cover "
+        "compute, memory bandwidth, interconnect and thermal/power stress",
+    )
+
+    @field_validator(
+        "pinned_driver_version",
+        "pinned_fabric_manager_version",
+        "pinned_container_toolkit_version",
+        mode="before",
+    )
+    @classmethod
+    def _software_version(cls, value: Any) -> Any:
+        # release numbers: "v1.14.3" in a site file is 1.14.3
+        value = _pin_text(value)
+        if isinstance(value, str) and re.match(r"^[vV]\d", value):
+            return value[1:]
+        return value
+
+    @field_validator(
+        "pinned_vbios_version",
+        "pinned_kernel",
+        "pinned_nic_firmware",
+        "pinned_bios_version",
+        mode="before",
+    )
+    @classmethod
+    def _version_text(cls, value: Any) -> Any:
+        # firmware and kernel strings are compared as the node prints them ("V2.80" BIOS)
+        return _pin_text(value)
+
+    @field_validator("pinned_cuda_version", mode="before")
+    @classmethod
+    def _cuda_pin(cls, value: Any) -> Any:
+        # The driver reports the CUDA version it supports as major.minor: a pin of
+        # 12.4.1 is the same pin.
+        value = _pin_text(value)
+        if isinstance(value, str) and (m := re.match(r"^(\d+)\.(\d+)(?:\.\d+)*$", value)):
+            return f"{m.group(1)}.{m.group(2)}"
+        return value
+
+    @computed_field(  # type: ignore[prop-decorator]
+        description="device family of the pinned NIC firmware (its first number)",
+        json_schema_extra={"unit": ""},
+    )
+    @property
+    def pinned_nic_firmware_family(self) -> str | None:
+        return firmware_family(self.pinned_nic_firmware)
+
+
+def _pin_text(value: Any) -> Any:
+    """A pinned version as written in a site file: surrounding blanks dropped, a YAML
+    number (12.4) read back as its text, an empty pin no pin."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        value = str(value)
+    if isinstance(value, str):
+        return value.strip() or None
+    return value
 
 
 class Symptom(StrEnum):

@@ -273,4 +273,8 @@ def build_fake_root(root: Path) -> FakeRoot:
     fake.nic("docker0", None, speed="-1")
     fake.nic("lo", None, driver="", mtu="65536", operstate="unknown")
     fake.ib_port("mlx5_0", "0000:3b:00.0", symbol_error=12, link_downed=1)
+    fake.write("sys/devices/pci0000:00/0000:3b:00.0/infiniband/mlx5_0/fw_ver", "28.39.1002\n")
+    fake.write("sys/devices/virtual/dmi/id/bios_version", "2.5.4\n")
+    fake.write("sys/devices/virtual/dmi/id/bios_date", "09/14/2023\n")
+    fake.link("sys/class/dmi/id", "sys/devices/virtual/dmi/id")
     return fake
