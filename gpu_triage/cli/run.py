@@ -4,7 +4,6 @@ on an --interval schedule."""
 from __future__ import annotations
 
 import argparse
-import contextlib
 from pathlib import Path
 from typing import Any
 
@@ -176,7 +175,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         err(f"the rulebook could not be loaded:\n{exc}")
         return ExitCode.UNKNOWN
     if args.engine != "reference" and args.demo != "list":
-        warm_engine(book)
+        from gpu_triage.engine.durable_backend import warm_up
+
+        warm_up(book)  # the worker compiles the rulebook while the snapshot loads
     if args.demo == "list":
         print("\n".join(demo_names()))
         return 0
@@ -273,22 +274,6 @@ def cmd_run(args: argparse.Namespace) -> int:
     if doc.exit_code == ExitCode.UNKNOWN:
         err(doc.verdict)
     return int(doc.exit_code)
-
-
-def warm_engine(book: Any) -> None:
-    """Load the rulebook into the durable_rules worker in the background, while the
-    snapshot loads (or the collectors run): the worker compiles it on another core and
-    the evaluation finds it ready. A failure here is met again, and reported, by the
-    evaluation itself."""
-    import threading
-
-    def warm() -> None:
-        from gpu_triage.engine.durable_backend import shared_backend
-
-        with contextlib.suppress(Exception):  # the evaluation meets it again and says so
-            shared_backend(book)
-
-    threading.Thread(target=warm, name="durable-warm-up", daemon=True).start()
 
 
 def read_error_texts(paths: list[Path]) -> Any:
