@@ -161,6 +161,10 @@ SAMPLES = {
         HAND / "ethtool/ethtool-i-connectx7-psid.txt",
         lambda f: [n.firmware_version for n in f.nics] == ["28.36.1010"],
     ),
+    "docker-run-nvidia-smi": (
+        HAND / "container/docker-run-gpus-could-not-select-device-driver.txt",
+        lambda f: f.scheduler.container_sees_gpus is False and not f.gpus,
+    ),
 }
 
 COMPUTE_APPS = (
