@@ -61,7 +61,28 @@ def _error_text_anchor() -> str:
 
 ERROR_TEXT_ANCHOR = _error_text_anchor()
 
+# The lines `nvidia-smi` prints (its table, the date line above it, "No devices were
+# found"): the nvidia-smi row's and the container test's members.
+_SMI_MEMBER = (
+    r"^\s*[|+]|No running processes found|No devices were found"
+    r"|^\s*\w{3}\s+\w{3}\s+\d{1,2}\s+\d\d:\d\d:\d\d\s+\d{4}\s*$"
+)
+
 DETECTORS: tuple[Detector, ...] = (
+    Detector(
+        # Named by its prompt only (`$ docker run --rm --gpus all IMAGE nvidia-smi`): the
+        # same table as the host's, or the runtime's error, both read as the container's.
+        "docker-run-nvidia-smi",
+        anchor=r"(?!)",
+        member=(
+            _SMI_MEMBER + r"|^\s*(?:docker|podman|nerdctl)?:?\s*Error response from daemon"
+            r"|nvidia-container-cli|OCI runtime|Failed to initialize NVML|^\s*(?:ERRO|time=)"
+            r"|^\s*(?:Unable to find image|[0-9a-f]{12}: (?:Pull|Download|Verif|Waiting|Already))"
+            r"|^\s*(?:Digest|Status): |^\s*\S+: Pulling from |^Run '\S+ run --help'"
+            r"|^\s*GPU \d{1,3}: .*\(UUID: "
+        ),
+        command=r"\b(?:docker|podman|nerdctl)\s+(?:container\s+)?run\b.*\bnvidia-smi\b",
+    ),
     Detector(
         "docker-info",
         anchor=(
@@ -96,11 +117,9 @@ DETECTORS: tuple[Detector, ...] = (
             r"|^\s*\|\s*\d{1,3}\s+\S.*\|\s*[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7]\s"
             r"|^\s*\|\s*\d{1,3}\s+(?:(?:N/A|\d{1,6})\s+){0,2}\d{1,10}\s+(?:C|G|C\+G|M|M\+C)\s+\S"
         ),
-        member=(
-            r"^\s*[|+]|No running processes found"
-            r"|^\s*\w{3}\s+\w{3}\s+\d{1,2}\s+\d\d:\d\d:\d\d\s+\d{4}\s*$"
-        ),
+        member=_SMI_MEMBER,
         command=r"nvidia-smi(?:\.exe)?(?:\s+-i\s+\S+)?\s*(?:$|\|)",
+        yields_to=("docker-run-nvidia-smi",),
     ),
     Detector(
         "dcgmi-diag",
@@ -339,6 +358,7 @@ DETECTORS: tuple[Detector, ...] = (
             r"|(?i:\berror\b)"
         ),
         yields_to=(
+            "docker-run-nvidia-smi",
             "nvidia-smi",
             "nvidia-smi-q",
             "nvidia-smi-q-xml",

@@ -12,7 +12,7 @@ import re
 from typing import Any
 
 from gpu_triage.collectors.parsers import ParseError
-from gpu_triage.model.facts import SchedulerFacts
+from gpu_triage.model.facts import Facts, NvmlInit, SchedulerFacts
 
 CDI_GPU_KIND = "nvidia.com/gpu"
 MAX_RUNTIMES = 32  # a daemon.json with more names is no real configuration
@@ -172,3 +172,32 @@ def containerd_cdi_enabled(text: str) -> bool | None:
     """containerd's ``enable_cdi`` (None when the config does not say)."""
     m = _CONTAINERD_CDI.search(_uncommented(text))
     return None if m is None else m.group("on") == "true"
+
+
+# `docker run --gpus all IMAGE nvidia-smi` (podman, nerdctl alike): the guide's test that
+# a container sees the GPUs. It prints the GPU table, or the runtime's error instead.
+_NO_DEVICES = re.compile(r"(?im)^\s*No devices were found\s*$")
+_LISTED_GPU = re.compile(r"(?m)^\s*GPU \d{1,3}: .{1,120}\(UUID: GPU-[0-9a-fA-F-]{8,40}\)")  # -L
+
+
+def container_gpu_test(text: str, source: str = "docker run --gpus all nvidia-smi") -> Facts:
+    """Whether the test container saw the GPUs, and the errors it printed. The table's
+    GPUs are the container's view of this node's: they are not taken as node facts."""
+    from gpu_triage.collectors.parsers.error_text import scan_error_text
+    from gpu_triage.collectors.parsers.nvidia_smi.table import parse_nvidia_smi_table
+
+    events, driver = scan_error_text(text, source)
+    try:
+        seen = len(parse_nvidia_smi_table(text, source).gpus)
+    except ParseError:
+        seen = len(_LISTED_GPU.findall(text)) or None
+    blocked = any(e.component == "container" for e in events) or (
+        driver.nvml_init is not None and driver.nvml_init != NvmlInit.OK
+    )
+    if blocked or _NO_DEVICES.search(text):
+        sees = False
+    elif seen:
+        sees = True
+    else:
+        raise ParseError(f"{source}: neither an nvidia-smi GPU table nor a container runtime error")
+    return Facts(scheduler=SchedulerFacts(container_sees_gpus=sees, source=source), errors=events)

@@ -52,6 +52,7 @@ PARSERS: dict[str, str] = {
     "fabricmanager-log": "gpu_triage.collectors.parsers.adapters:fabricmanager_log",
     "docker-info": "gpu_triage.collectors.parsers.adapters:docker_info",
     "nvidia-ctk-cdi-list": "gpu_triage.collectors.parsers.adapters:nvidia_ctk_cdi_list",
+    "docker-run-nvidia-smi": "gpu_triage.collectors.parsers.adapters:docker_run_nvidia_smi",
 }
 
 

@@ -174,6 +174,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     except RulebookError as exc:
         err(f"the rulebook could not be loaded:\n{exc}")
         return ExitCode.UNKNOWN
+    if args.engine != "reference" and args.demo != "list":
+        from gpu_triage.engine.durable_backend import warm_up
+
+        warm_up(book)  # the worker compiles the rulebook while the snapshot loads
     if args.demo == "list":
         print("\n".join(demo_names()))
         return 0

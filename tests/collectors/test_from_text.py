@@ -153,6 +153,10 @@ SAMPLES = {
         HAND / "container/nvidia-ctk-cdi-list-found-0.txt",
         lambda f: f.scheduler.cdi_nvidia_devices == 0,
     ),
+    "docker-run-nvidia-smi": (
+        HAND / "container/docker-run-gpus-could-not-select-device-driver.txt",
+        lambda f: f.scheduler.container_sees_gpus is False and not f.gpus,
+    ),
 }
 
 COMPUTE_APPS = (
