@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from gpu_triage.collectors.base import CollectContext, CollectorUnavailable
+from gpu_triage.collectors.observability import fill_observability
 from gpu_triage.collectors.parsers import ParseError
 from gpu_triage.collectors.parsers.ibstat import (
     normalize_phys_state,
@@ -312,6 +313,7 @@ class HostCollector:
         bridges = self._bridges(ctx, links)
         facts.pcie_links = list(links.values()) + list(bridges.values())
         self._gpudirect(ctx, host, links)
+        fill_observability(ctx, host)  # node exporter, dcgm-exporter (guide/CB)
         facts.host = host
 
     # ------------------------------------------------------------------ sampling

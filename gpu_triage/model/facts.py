@@ -18,6 +18,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, computed_field, field_validator, model_validator
 
+from gpu_triage.model.gpu_models import gpu_model
 from gpu_triage.model.nvlink_speeds import nominal_link_gbps
 
 
@@ -72,6 +73,9 @@ DERIVED_FROM: dict[str, tuple[str, ...]] = {
     "firmware_family": ("firmware_version",),
     "pinned_nic_firmware_family": ("pinned_nic_firmware",),
     "validates": ("test",),
+    "model": ("name",),
+    "k8s_pod_gpu_wanted_model": ("k8s_pod_gpu_wanted",),
+    "k8s_node_gpu_model": ("k8s_node_gpu_product",),
 }
 
 
@@ -193,6 +197,19 @@ class HostFacts(FactModel):
         "", "system BIOS (firmware) version, /sys/class/dmi/id/bios_version"
     )
     bios_date: str | None = fact("", "system BIOS release date, /sys/class/dmi/id/bios_date")
+    node_exporter_running: bool | None = fact(
+        "",
+        "Prometheus node exporter runs on the node (a node_exporter process, or TCP port "
+        "9100 listening)",
+    )
+    dcgm_exporter_running: bool | None = fact(
+        "",
+        "NVIDIA DCGM exporter runs on the node (a dcgm-exporter process, or TCP port 9400 "
+        "listening)",
+    )
+    nv_hostengine_running: bool | None = fact(
+        "", "DCGM's host engine (nv-hostengine) runs on the node"
+    )
 
     @computed_field(  # type: ignore[prop-decorator]
         description="MemAvailable as a share of physical memory",
@@ -473,6 +490,15 @@ class GpuFacts(FactModel):
         if self.power_draw_w is None or not self.power_limit_w:
             return None
         return round(100.0 * self.power_draw_w / self.power_limit_w, 2)
+
+    @computed_field(  # type: ignore[prop-decorator]
+        description="GPU model token of the product name (h100, a100, l40s ...), the "
+        "spelling node labels and pod selectors are compared in (guide/T11)",
+        json_schema_extra={"unit": ""},
+    )
+    @property
+    def model(self) -> str | None:
+        return gpu_model(self.name)
 
     def set_throttle_mask(self, mask: int) -> None:
         """Decode an NVML clock-event-reason bitmask into the named booleans."""
@@ -1095,6 +1121,41 @@ class SchedulerFacts(FactModel):
         "NVIDIA Container Toolkit version (nvidia-ctk --version, else nvidia-container-cli "
         "--version cli-version)",
     )
+    k8s_node_name: str | None = fact("", "name of the Kubernetes node the node facts describe")
+    k8s_node_gpu_product: str | None = fact(
+        "", "the node's nvidia.com/gpu.product label (GPU feature discovery), as printed"
+    )
+    k8s_node_instance_type: str | None = fact(
+        "", "the node's node.kubernetes.io/instance-type label"
+    )
+    k8s_pod_node_selector: str | None = fact(
+        "", "the described pod's Node-Selectors, key=value terms as printed"
+    )
+    k8s_pod_gpu_wanted: str | None = fact(
+        "",
+        "GPU type the described pod's node selector asks for: the value of a GPU-type label "
+        "(nvidia.com/gpu.product, a cloud accelerator label, a site's gpu-type)",
+    )
+    k8s_pod_gpu_wanted_label: str | None = fact("", "the label key k8s_pod_gpu_wanted comes from")
+    k8s_pod_instance_type_wanted: str | None = fact(
+        "", "instance type the described pod's node selector asks for"
+    )
+    k8s_pod_gpu_admission_failed: bool | None = fact(
+        "",
+        "the kubelet rejected the described pod at admission for want of nvidia.com/gpu "
+        "devices (UnexpectedAdmissionError: the node had fewer GPUs than it advertised)",
+    )
+    k8s_pods_wrong_gpu_type: int | None = fact(
+        "pods",
+        "GPU pods on this node whose node selector or required node affinity asks for a GPU "
+        "model (or instance type) other than the one this node has",
+    )
+    k8s_pods_wrong_gpu_type_detail: str | None = fact(
+        "", "the first such pod, what it asks for and what the node has"
+    )
+    k8s_pod_status_message: str | None = fact(
+        "", "the described pod's status Message (why the kubelet failed or evicted it)"
+    )
 
     @computed_field(  # type: ignore[prop-decorator]
         description="Docker has a runtime named nvidia registered",
@@ -1105,6 +1166,22 @@ class SchedulerFacts(FactModel):
         if not self.docker_runtimes:
             return None
         return "nvidia" in self.docker_runtimes
+
+    @computed_field(  # type: ignore[prop-decorator]
+        description="GPU model token of the type the described pod asks for (h100, a100 ...)",
+        json_schema_extra={"unit": ""},
+    )
+    @property
+    def k8s_pod_gpu_wanted_model(self) -> str | None:
+        return gpu_model(self.k8s_pod_gpu_wanted)
+
+    @computed_field(  # type: ignore[prop-decorator]
+        description="GPU model token of the node's nvidia.com/gpu.product label",
+        json_schema_extra={"unit": ""},
+    )
+    @property
+    def k8s_node_gpu_model(self) -> str | None:
+        return gpu_model(self.k8s_node_gpu_product)
 
 
 # --------------------------------------------------------------------------- supplied by people
@@ -1138,6 +1215,20 @@ class SiteInventory(FactModel):
     rack_power_budget_w: float | None = fact("W", "power the rack can deliver")
     rack_power_planned_w: float | None = fact("W", "power the rack's equipment needs at full load")
     baseline_step_time_ms: float | None = fact("ms", "known-good step time for the job")
+    baseline_throughput_per_gpu: float | None = fact(
+        "samples/s",
+        "known-good throughput per GPU for the job (samples/s or tokens/s: the unit the job "
+        "metrics' throughput_per_gpu is given in)",
+    )
+    baseline_latency_p99_ms: float | None = fact(
+        "ms", "known-good inference latency P99 of the service on this node"
+    )
+    baseline_power_draw_w: float | None = fact(
+        "W", "known-good power draw per GPU under the job's load (recorded at burn-in)"
+    )
+    baseline_temperature_c: float | None = fact(
+        "°C", "known-good GPU core temperature under the job's load (recorded at burn-in)"
+    )
     # The golden image's pins beyond driver and VBIOS (fleet/F1): each is compared with
     # what the node runs, exactly as the node reports it (surrounding blanks dropped; a
     # leading "v" dropped from software release numbers). Unset: not checked.

@@ -254,6 +254,20 @@ def build_fake_root(root: Path) -> FakeRoot:
         "proc/cmdline",
         "BOOT_IMAGE=/boot/vmlinuz-5.15.0-105-generic ro quiet intel_iommu=on iommu=pt\n",
     )
+    # Processes: the host PID namespace (kthreadd is PID 2), node exporter as Debian
+    # packages it (comm cut at 15 characters), dcgm-exporter seen by its port (tcp6).
+    fake.write("proc/1/comm", "systemd\n")
+    fake.write("proc/2/comm", "kthreadd\n")
+    fake.write("proc/812/comm", "prometheus-node\n")
+    fake.write(
+        "proc/812/cmdline",
+        "/usr/bin/prometheus-node-exporter\0--collector.textfile.directory="
+        "/var/lib/prometheus/node-exporter\0",
+    )
+    fake.write("proc/4242/comm", "python\n")
+    hand = Path(__file__).resolve().parents[1] / "data" / "hand-written" / "proc"
+    fake.write("proc/net/tcp", (hand / "net-tcp-node-exporter-listening.txt").read_text())
+    fake.write("proc/net/tcp6", (hand / "net-tcp6-dcgm-exporter-listening.txt").read_text())
     fake.mkdir("sys/devices/system/node/node0")
     fake.mkdir("sys/devices/system/node/node1")
     fake.write("sys/devices/system/node/online", "0-1\n")
