@@ -21,6 +21,7 @@ from typing import Any
 
 from gpu_triage.collectors import roce
 from gpu_triage.collectors.base import CollectContext, CollectorUnavailable
+from gpu_triage.collectors.observability import fill_observability
 from gpu_triage.collectors.parsers import ParseError
 from gpu_triage.collectors.parsers.ibstat import (
     normalize_phys_state,
@@ -151,6 +152,21 @@ def read_capped(path: Path, max_bytes: int) -> tuple[str | None, Unavailable | N
     if len(data) > max_bytes:
         data = data[:max_bytes].rpartition(b"\n")[0]
     return data.decode("utf-8", errors="replace"), None
+
+
+SHORT_ATTRIBUTE_MAX = 256  # a version string, a date
+
+
+def read_short(path: Path) -> tuple[str | None, Unavailable | None]:
+    """A one-line sysfs attribute (a version, a date), read without following it into
+    anything but a regular file and capped: its first line, stripped of blanks and
+    control characters, or None with why."""
+    text, why = read_capped(path, SHORT_ATTRIBUTE_MAX)
+    if text is None:
+        return None, why
+    line = text.split("\n", 1)[0]
+    line = "".join(ch for ch in line if ch.isprintable()).strip()
+    return line or None, None
 
 
 def nvidia_pci_devices(ctx: CollectContext) -> list[tuple[Path, str]]:
@@ -302,6 +318,7 @@ class HostCollector:
         bridges = self._bridges(ctx, links)
         facts.pcie_links = list(links.values()) + list(bridges.values())
         self._gpudirect(ctx, host, links)
+        fill_observability(ctx, host)  # node exporter, dcgm-exporter (guide/CB)
         facts.host = host
 
     # ------------------------------------------------------------------ sampling
@@ -480,6 +497,16 @@ class HostCollector:
                 setattr(host, fld, text.strip())
             elif why:
                 host.mark_unavailable(fld, why.reason, why.detail)
+        for fld, rel in (("bios_version", "bios_version"), ("bios_date", "bios_date")):
+            text, why = read_short(ctx.path("sys", "class", "dmi", "id", rel))
+            if text:
+                setattr(host, fld, text)
+            else:
+                host.mark_unavailable(
+                    fld,
+                    why.reason if why else UnavailableReason.NOT_SUPPORTED,
+                    why.detail if why else f"/sys/class/dmi/id/{rel} is empty",
+                )
 
     def _load(self, ctx: CollectContext, host: HostFacts) -> None:
         text, why = read_file(ctx.path("proc", "loadavg"))
@@ -815,6 +842,7 @@ class HostCollector:
         for ca in cas:
             pci = self._pci_dir(ctx, ca / "device")
             numa = _int_or_none(read_file(pci / "numa_node")[0]) if pci else None
+            firmware, fw_why = read_short(ca / "fw_ver")
             if pci is not None:
                 links.setdefault(pci.name.lower(), self._pcie_link(ctx, pci, pci.name, "nic"))
             try:
@@ -828,7 +856,14 @@ class HostCollector:
                     source=str(pdir),
                     pci_bus_id=pci.name.lower() if pci else None,
                     numa_node=numa,
+                    firmware_version=firmware,
                 )
+                if firmware is None:
+                    port.mark_unavailable(
+                        "firmware_version",
+                        fw_why.reason if fw_why else UnavailableReason.NOT_SUPPORTED,
+                        fw_why.detail if fw_why else f"{ca / 'fw_ver'} is empty",
+                    )
                 read_attributes(
                     port,
                     pdir,

@@ -61,7 +61,28 @@ def _error_text_anchor() -> str:
 
 ERROR_TEXT_ANCHOR = _error_text_anchor()
 
+# The lines `nvidia-smi` prints (its table, the date line above it, "No devices were
+# found"): the nvidia-smi row's and the container test's members.
+_SMI_MEMBER = (
+    r"^\s*[|+]|No running processes found|No devices were found"
+    r"|^\s*\w{3}\s+\w{3}\s+\d{1,2}\s+\d\d:\d\d:\d\d\s+\d{4}\s*$"
+)
+
 DETECTORS: tuple[Detector, ...] = (
+    Detector(
+        # Named by its prompt only (`$ docker run --rm --gpus all IMAGE nvidia-smi`): the
+        # same table as the host's, or the runtime's error, both read as the container's.
+        "docker-run-nvidia-smi",
+        anchor=r"(?!)",
+        member=(
+            _SMI_MEMBER + r"|^\s*(?:docker|podman|nerdctl)?:?\s*Error response from daemon"
+            r"|nvidia-container-cli|OCI runtime|Failed to initialize NVML|^\s*(?:ERRO|time=)"
+            r"|^\s*(?:Unable to find image|[0-9a-f]{12}: (?:Pull|Download|Verif|Waiting|Already))"
+            r"|^\s*(?:Digest|Status): |^\s*\S+: Pulling from |^Run '\S+ run --help'"
+            r"|^\s*GPU \d{1,3}: .*\(UUID: "
+        ),
+        command=r"\b(?:docker|podman|nerdctl)\s+(?:container\s+)?run\b.*\bnvidia-smi\b",
+    ),
     Detector(
         "docker-info",
         anchor=(
@@ -70,6 +91,29 @@ DETECTORS: tuple[Detector, ...] = (
         ),
         member=r"^\s*[A-Za-z][\w .()/-]{0,60}:(?:\s|$)|^\s+\S",
         command=r"\bdocker\s+(?:system\s+)?info\b",
+    ),
+    Detector(
+        "nvidia-ctk-version",
+        anchor=(
+            r"^\s*NVIDIA Container (?:Toolkit CLI|Runtime(?: Hook)?) version \d"
+            r"|^\s*cli-version:\s*\d"
+        ),
+        member=r"^\s*(?:commit|spec|lib-version|build [a-z]+|go|libseccomp|runc version)\b",
+        command=r"\bnvidia-(?:ctk|container-cli|container-runtime(?:-hook)?)\s+--version\b",
+    ),
+    Detector(
+        "ethtool-i",
+        # "driver: mlx5_core" opens each output (ethtool -i is the tool that prints a bare
+        # lower-case driver: line); firmware-version and expansion-rom-version prove it too
+        anchor=(
+            r"^driver:[ \t]+[a-z][\w-]{0,31}[ \t]*$|^\s*firmware-version:"
+            r"|^\s*expansion-rom-version:"
+        ),
+        member=(
+            r"^\s*(?:driver|version|bus-info|supports-[a-z-]+|expansion-rom-version"
+            r"|firmware-version):"
+        ),
+        command=r"\bethtool\s+(?:-i|--driver)\b",
     ),
     Detector(
         "nvidia-ctk-cdi-list",
@@ -96,11 +140,9 @@ DETECTORS: tuple[Detector, ...] = (
             r"|^\s*\|\s*\d{1,3}\s+\S.*\|\s*[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7]\s"
             r"|^\s*\|\s*\d{1,3}\s+(?:(?:N/A|\d{1,6})\s+){0,2}\d{1,10}\s+(?:C|G|C\+G|M|M\+C)\s+\S"
         ),
-        member=(
-            r"^\s*[|+]|No running processes found"
-            r"|^\s*\w{3}\s+\w{3}\s+\d{1,2}\s+\d\d:\d\d:\d\d\s+\d{4}\s*$"
-        ),
+        member=_SMI_MEMBER,
         command=r"nvidia-smi(?:\.exe)?(?:\s+-i\s+\S+)?\s*(?:$|\|)",
+        yields_to=("docker-run-nvidia-smi",),
     ),
     Detector(
         "dcgmi-diag",
@@ -325,8 +367,9 @@ DETECTORS: tuple[Detector, ...] = (
         member=r"^\S{3,5}\s+\d{1,2} \d\d:\d\d:\d\d \S+ \S+?(?:\[\d+\])?:",
         command=r"\b(?:dmesg|journalctl)\b|/var/log/(?:syslog|messages|kern)",
         wraps=True,
-        # lspci's indented "Kernel driver in use: pcieport" / "nvidia" is not a log line
-        yields_to=("lspci",),
+        # lspci's indented "Kernel driver in use: pcieport" / "nvidia" is not a log line,
+        # nor ethtool -i's "driver: mlx5_core"
+        yields_to=("lspci", "ethtool-i"),
     ),
     # Last: an error a job, nvidia-smi, docker or a plugin printed (the signature table's
     # longer keys); it never interrupts a segment of the formats above.
@@ -339,6 +382,7 @@ DETECTORS: tuple[Detector, ...] = (
             r"|(?i:\berror\b)"
         ),
         yields_to=(
+            "docker-run-nvidia-smi",
             "nvidia-smi",
             "nvidia-smi-q",
             "nvidia-smi-q-xml",

@@ -18,6 +18,7 @@ from typing import Any
 
 from gpu_triage.collectors.base import CollectContext, CollectorUnavailable
 from gpu_triage.collectors.merge import merge_fields
+from gpu_triage.collectors.observability import read_small
 from gpu_triage.collectors.parsers.container_runtime import (
     CDI_GPU_KIND,
     cdi_list_facts,
@@ -26,11 +27,18 @@ from gpu_triage.collectors.parsers.container_runtime import (
     daemon_json_facts,
     docker_info_facts,
     toolkit_mode,
+    toolkit_version,
 )
-from gpu_triage.collectors.parsers.kubectl import container_runtime_name
+from gpu_triage.collectors.parsers.kubectl import container_runtime_name, node_label_facts
 from gpu_triage.io.commands import CommandResult
 from gpu_triage.io.yamlio import YamlError, load_one
 from gpu_triage.model.facts import Facts, SchedulerFacts, UnavailableReason
+from gpu_triage.model.gpu_models import (
+    GPU_TYPE_LABELS,
+    INSTANCE_TYPE_LABELS,
+    gpu_model,
+    is_gpu_type_label,
+)
 
 GPU_RESOURCE = "nvidia.com/gpu"
 COMMAND_TIMEOUT_S = 8.0  # per command; a hung API server must not eat the whole budget
@@ -91,6 +99,82 @@ def _unschedulable_for_gpu(pod: dict[str, Any]) -> bool:
     return False
 
 
+MAX_GPU_DIRS = 64
+
+
+def driver_gpu_names(ctx: CollectContext) -> list[str]:
+    """The product names the loaded driver gives its GPUs (``Model:`` of
+    /proc/driver/nvidia/gpus/*/information): what the node really has, whatever its labels
+    say. Neither a linked folder nor a linked file is followed; only regular files are
+    read, to 8 KiB."""
+    try:
+        with os.scandir(ctx.path("proc", "driver", "nvidia", "gpus")) as it:
+            dirs = sorted(e.name for e in it if e.is_dir(follow_symlinks=False))[:MAX_GPU_DIRS]
+    except OSError:
+        return []
+    names = []
+    for d in dirs:
+        text = read_small(ctx.path("proc", "driver", "nvidia", "gpus", d, "information"), 8192)
+        m = re.search(r"^Model:\s*(.+?)\s*$", text or "", re.MULTILINE)
+        if m:
+            names.append(m.group(1)[:200])
+    return names
+
+
+def _wanted(pod: dict[str, Any], keys: Any) -> list[list[str]]:
+    """``_requirements``; a spec of unexpected shape requires nothing."""
+    try:
+        return _requirements(pod, keys)
+    except (AttributeError, TypeError):
+        return []
+
+
+def _requirements(pod: dict[str, Any], keys: Any) -> list[list[str]]:
+    """Values a pod's placement requires of labels chosen by ``keys`` (a predicate): one
+    list per requirement, each satisfied by any of its values. The nodeSelector is one
+    requirement per key; required node affinity is one requirement when every one of its
+    (ORed) terms has an ``In`` expression on such a label, else none (a term without one
+    accepts any node)."""
+    spec = pod.get("spec") or {}
+    out: list[list[str]] = []
+    for key, value in (spec.get("nodeSelector") or {}).items():
+        if keys(str(key)):
+            out.append([str(value)])
+    affinity = ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ) or {}
+    terms = affinity.get("nodeSelectorTerms") or []
+    union: list[str] = []
+    for term in terms:
+        values = [
+            str(v)
+            for expr in (term or {}).get("matchExpressions") or []
+            if keys(str(expr.get("key", ""))) and expr.get("operator") == "In"
+            for v in expr.get("values") or []
+        ]
+        if not values:
+            return out
+        union += values
+    if union:
+        out.append(union)
+    return out
+
+
+def wrong_gpu_type(pod: dict[str, Any], models: set[str], instance_type: str | None) -> str | None:
+    """What the pod asks for that this node does not have (its GPU model, its instance
+    type), or None. ``models``: this node's GPU models; values naming no model are not
+    compared."""
+    for values in _wanted(pod, is_gpu_type_label):
+        asked = {m for v in values if (m := gpu_model(v))}
+        if models and asked and not asked & models:
+            return "GPU " + " or ".join(values)
+    if instance_type:
+        for values in _wanted(pod, lambda k: k in INSTANCE_TYPE_LABELS):
+            if instance_type not in values:
+                return "instance type " + " or ".join(values)
+    return None
+
+
 class KubernetesCollector:
     """GPU capacity of this node and the GPU pods on (or waiting for) it, via kubectl."""
 
@@ -141,6 +225,11 @@ class KubernetesCollector:
             sched.k8s_container_runtime = container_runtime_name(
                 str(info.get("containerRuntimeVersion") or "")
             )
+            meta = node.get("metadata") or {}
+            sched.k8s_node_name = str(meta.get("name") or "") or None
+            labels = meta.get("labels") or {}
+            if isinstance(labels, dict):
+                node_label_facts({str(k): str(v) for k, v in labels.items()}, sched)
 
         pod_fields = ("k8s_gpu_requested", "k8s_pods_with_gpu", "k8s_pods_pending_gpu")
         res = self._kubectl(
@@ -162,6 +251,7 @@ class KubernetesCollector:
             requests = [pod_gpu_request(p) for p in live]
             sched.k8s_gpu_requested = sum(requests)
             sched.k8s_pods_with_gpu = sum(1 for r in requests if r > 0)
+            self._wrong_type(ctx, sched, [p for p, r in zip(live, requests, strict=True) if r])
             pending_here = sum(
                 1
                 for p, r in zip(live, requests, strict=True)
@@ -194,6 +284,34 @@ class KubernetesCollector:
             reason, detail = _failure_reason(res)
             sched.mark_unavailable("k8s_pods_pending_gpu", reason, detail)
         facts.scheduler = sched
+
+    @staticmethod
+    def _wrong_type(ctx: CollectContext, sched: SchedulerFacts, gpu_pods: list[Any]) -> None:
+        """GPU pods here whose selector or required affinity names another GPU model or
+        instance type than this node's (the driver's names first, then GFD's label)."""
+        names = driver_gpu_names(ctx)
+        models = {m for n in names if (m := gpu_model(n))}
+        have = ", ".join(sorted(set(names)))
+        if not models and sched.k8s_node_gpu_model:
+            models, have = (
+                {sched.k8s_node_gpu_model},
+                f"{GPU_TYPE_LABELS[0]}={sched.k8s_node_gpu_product}",
+            )
+        if not models and not sched.k8s_node_instance_type:
+            return  # nothing to compare with
+        wrong = []
+        for p in gpu_pods:
+            asked = wrong_gpu_type(p, models, sched.k8s_node_instance_type)
+            if asked:
+                meta = p.get("metadata") or {}
+                wrong.append((f"{meta.get('namespace', '')}/{meta.get('name', '')}", asked))
+        sched.k8s_pods_wrong_gpu_type = len(wrong)
+        if wrong:
+            pod, asked = wrong[0]
+            has = have if asked.startswith("GPU") else sched.k8s_node_instance_type
+            sched.k8s_pods_wrong_gpu_type_detail = f"{pod} asks for {asked}; the node has {has}"[
+                :300
+            ]
 
     @staticmethod
     def _json(
@@ -371,10 +489,20 @@ class ContainerRuntimeCollector:
             configs.append((path, runtime, containerd_uses_nvidia(text)))
 
         tools: list[str] = []
+        version: str | None = None
         for argv in (["nvidia-ctk", "--version"], ["nvidia-container-cli", "info"]):
             res = ctx.run(self.name, argv, min(ctx.command_timeout_s, 10.0))
             if not res.missing:
                 tools.append(argv[0])
+                if argv[0] == "nvidia-ctk" and res.ok:
+                    version = toolkit_version(res.stdout)
+        if version is None and "nvidia-container-cli" in tools:
+            # before nvidia-ctk (toolkit < 1.11), or without it: libnvidia-container's CLI
+            res = ctx.run(
+                self.name, ["nvidia-container-cli", "--version"], min(ctx.command_timeout_s, 10.0)
+            )
+            if res.ok:
+                version = toolkit_version(res.stdout)
         docker_facts = self._docker(ctx, docker)
         toolkit = self._read(ctx, "etc", "nvidia-container-runtime", "config.toml")
         spec_files, spec_devices = self._cdi_specs(ctx)
@@ -393,6 +521,16 @@ class ContainerRuntimeCollector:
         )
         # A runtime entry pointing at an uninstalled toolkit fails at container start.
         sched.container_runtime_nvidia = bool(wired) and bool(tools)
+        if version is not None:
+            sched.container_toolkit_version = version
+        else:
+            sched.mark_unavailable(
+                "container_toolkit_version",
+                UnavailableReason.NOT_SUPPORTED if not tools else UnavailableReason.ERROR,
+                "no NVIDIA container toolkit installed"
+                if not tools
+                else "nvidia-ctk / nvidia-container-cli --version printed no version",
+            )
         if docker_facts is not None:
             merge_fields(sched, docker_facts)
         if toolkit is not None:

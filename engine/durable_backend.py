@@ -430,3 +430,16 @@ def _shared_backend(book: Rulebook) -> DurableBackend:
             raise
         _SHARED[key] = backend
     return backend
+
+
+def warm_up(book: Rulebook) -> None:
+    """Load ``book`` into the shared worker in a background thread, so that it compiles
+    the ruleset (in its own process) while the caller loads a snapshot or starts a UI,
+    and the first evaluation finds it ready. A failure is left for that evaluation,
+    which meets it again and reports it."""
+
+    def start() -> None:
+        with contextlib.suppress(Exception):  # reported by the evaluation, not here
+            shared_backend(book)
+
+    threading.Thread(target=start, name="durable-warm-up", daemon=True).start()

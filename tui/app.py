@@ -8,7 +8,6 @@ record as it happens.
 
 from __future__ import annotations
 
-import contextlib
 import sys
 from collections.abc import Callable, Iterable, Sequence
 from functools import partial
@@ -415,21 +414,6 @@ class TriageApp(App[int]):
 # --------------------------------------------------------------------------- entry point
 
 
-def _warm_up_engine(book: Any) -> None:
-    """Start the durable_rules worker process while Textual starts, not after: the first
-    evaluation then finds it ready. A failure here is left for the evaluation to report."""
-    import threading
-
-    def start() -> None:
-        from gpu_triage.engine.backend import BackendFailure
-        from gpu_triage.engine.durable_backend import shared_backend
-
-        with contextlib.suppress(BackendFailure):
-            shared_backend(book)
-
-    threading.Thread(target=start, name="durable-warm-up", daemon=True).start()
-
-
 def build_app(opts: TuiOptions) -> TriageApp:
     """From ``gpu-triage tui`` options; raises RulebookError / SnapshotError."""
     if opts.engine in ("auto", "durable"):
@@ -446,7 +430,9 @@ def build_app(opts: TuiOptions) -> TriageApp:
     )
     engine = opts.engine
     if engine in ("auto", "durable"):
-        _warm_up_engine(book)
+        from gpu_triage.engine.durable_backend import warm_up
+
+        warm_up(book)  # the worker compiles the rulebook while Textual starts
     record_arg = opts.record
     snapshot_path = opts.snapshot
     if opts.demo:

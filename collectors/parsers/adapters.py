@@ -194,10 +194,28 @@ def docker_info(text: str, source: str = "docker info") -> Facts:
     return Facts(scheduler=parse_docker_info(text, source))
 
 
+def docker_run_nvidia_smi(text: str, source: str = "docker run --gpus all nvidia-smi") -> Facts:
+    from gpu_triage.collectors.parsers.container_runtime import container_gpu_test
+
+    return container_gpu_test(text, source)
+
+
 def nvidia_ctk_cdi_list(text: str, source: str = "nvidia-ctk cdi list") -> Facts:
     from gpu_triage.collectors.parsers.container_runtime import parse_cdi_list
 
     return Facts(scheduler=parse_cdi_list(text, source))
+
+
+def nvidia_ctk_version(text: str, source: str = "nvidia-ctk --version") -> Facts:
+    from gpu_triage.collectors.parsers.container_runtime import parse_toolkit_version
+
+    return Facts(scheduler=parse_toolkit_version(text, source))
+
+
+def ethtool_i(text: str, source: str = "ethtool -i") -> Facts:
+    from gpu_triage.collectors.parsers.ethtool import parse_ethtool_i
+
+    return Facts(nics=parse_ethtool_i(text, source))
 
 
 def mpstat(text: str, source: str = "mpstat") -> Facts:

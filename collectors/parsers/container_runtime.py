@@ -12,7 +12,7 @@ import re
 from typing import Any
 
 from gpu_triage.collectors.parsers import ParseError
-from gpu_triage.model.facts import SchedulerFacts
+from gpu_triage.model.facts import Facts, NvmlInit, SchedulerFacts
 
 CDI_GPU_KIND = "nvidia.com/gpu"
 MAX_RUNTIMES = 32  # a daemon.json with more names is no real configuration
@@ -172,3 +172,70 @@ def containerd_cdi_enabled(text: str) -> bool | None:
     """containerd's ``enable_cdi`` (None when the config does not say)."""
     m = _CONTAINERD_CDI.search(_uncommented(text))
     return None if m is None else m.group("on") == "true"
+
+
+# The toolkit's version, as its binaries print it:
+#   nvidia-ctk --version                 "NVIDIA Container Toolkit CLI version 1.14.3"
+#   nvidia-container-runtime --version   "NVIDIA Container Runtime version 1.14.3" (then runc's)
+#   nvidia-container-runtime-hook ...    "NVIDIA Container Runtime Hook version 1.14.3"
+#   nvidia-container-cli --version       "cli-version: 1.14.3" ("version: 1.0.0" before 1.1)
+# each followed by "commit: <sha>" lines. runc's own "runc version 1.1.9" is not the toolkit.
+_TOOLKIT_VERSION = r"(?P<v>\d{1,3}\.\d{1,3}(?:\.\d{1,4})?(?:[-~+][0-9A-Za-z.]{1,32})?)"
+_TOOLKIT_LINES = (
+    re.compile(
+        r"(?im)^[ \t]*NVIDIA Container (?:Toolkit CLI|Runtime(?: Hook)?|Toolkit) version[ \t]+"
+        + _TOOLKIT_VERSION
+        + r"[ \t]*$"
+    ),
+    re.compile(r"(?im)^[ \t]*(?:cli-)?version:[ \t]*" + _TOOLKIT_VERSION + r"[ \t]*$"),
+)
+
+
+def toolkit_version(text: str) -> str | None:
+    """The NVIDIA Container Toolkit version one of its binaries' ``--version`` prints;
+    None when the text holds none."""
+    for pattern in _TOOLKIT_LINES:
+        if m := pattern.search(text):
+            return m.group("v")
+    return None
+
+
+def parse_toolkit_version(text: str, source: str = "nvidia-ctk --version") -> SchedulerFacts:
+    version = toolkit_version(text)
+    if version is None:
+        raise ParseError(
+            "no NVIDIA Container Toolkit version line ('NVIDIA Container Toolkit CLI version "
+            "X', 'cli-version: X')",
+            source=source,
+        )
+    return SchedulerFacts(container_toolkit_version=version, source=source)
+
+
+# `docker run --gpus all IMAGE nvidia-smi` (podman, nerdctl alike): the guide's test that
+# a container sees the GPUs. It prints the GPU table, or the runtime's error instead.
+_NO_DEVICES = re.compile(r"(?im)^\s*No devices were found\s*$")
+_LISTED_GPU = re.compile(r"(?m)^\s*GPU \d{1,3}: .{1,120}\(UUID: GPU-[0-9a-fA-F-]{8,40}\)")  # -L
+
+
+def container_gpu_test(text: str, source: str = "docker run --gpus all nvidia-smi") -> Facts:
+    """Whether the test container saw the GPUs, and the errors it printed. The table's
+    GPUs are the container's view of this node's: they are not taken as node facts."""
+    from gpu_triage.collectors.parsers.error_text import scan_error_text
+    from gpu_triage.collectors.parsers.nvidia_smi.table import parse_nvidia_smi_table
+
+    events, driver = scan_error_text(text, source)
+    seen: int | None
+    try:
+        seen = len(parse_nvidia_smi_table(text, source).gpus)
+    except ParseError:
+        seen = len(_LISTED_GPU.findall(text)) or None
+    blocked = any(e.component == "container" for e in events) or (
+        driver.nvml_init is not None and driver.nvml_init != NvmlInit.OK
+    )
+    if blocked or _NO_DEVICES.search(text):
+        sees = False
+    elif seen:
+        sees = True
+    else:
+        raise ParseError(f"{source}: neither an nvidia-smi GPU table nor a container runtime error")
+    return Facts(scheduler=SchedulerFacts(container_sees_gpus=sees, source=source), errors=events)

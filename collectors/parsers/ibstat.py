@@ -110,6 +110,7 @@ def parse_ibstat(text: str, source: str = "ibstat") -> list[IbPortFacts]:
                     phys_state=normalize_phys_state(kv.get("Physical state")),
                     rate_gbps=parse_rate_gbps(kv.get("Rate")),
                     link_layer=layer.lower() if layer else None,
+                    firmware_version=ca.fields.get("Firmware version") or None,
                 )
             )
     return ports

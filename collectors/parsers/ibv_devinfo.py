@@ -51,21 +51,29 @@ def parse_ibv_devinfo(text: str, source: str = "ibv_devinfo") -> list[IbPortFact
     width: dict[int, int] = {}
     speed: dict[int, float] = {}
     seen = False
+    firmware: str | None = None  # the device's fw_ver, printed before its ports
     for raw in text.splitlines():
         m = _HCA.match(raw)
         if m:
-            ca, port, seen = m.group(1), None, True
+            ca, port, seen, firmware = m.group(1), None, True, None
             continue
         m = _PORT.match(raw)
         if m:
-            port = IbPortFacts(source=source, ca_name=ca, port=int(m.group(1)))
+            port = IbPortFacts(
+                source=source, ca_name=ca, port=int(m.group(1)), firmware_version=firmware
+            )
             ports.append(port)
             seen = True
             continue
         m = _KV.match(raw)
-        if m is None or port is None:
+        if m is None:
             continue
         key, value = m.group(1), m.group(2)
+        if key == "fw_ver" and port is None:
+            firmware = value or None
+            continue
+        if port is None:
+            continue
         if key == "state":
             port.state = _STATE.get(_word(value), _word(value).lower() or None)
         elif key == "phys_state":

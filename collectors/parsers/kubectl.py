@@ -14,6 +14,12 @@ import re
 from dataclasses import dataclass, field
 
 from gpu_triage.model.facts import SchedulerFacts
+from gpu_triage.model.gpu_models import (
+    GPU_TYPE_LABELS,
+    INSTANCE_TYPE_LABELS,
+    gpu_type_wanted,
+    instance_type_wanted,
+)
 
 GPU_RESOURCE = "nvidia.com/gpu"
 
@@ -89,6 +95,31 @@ _AGE = re.compile(r"^(?:<unknown>|<invalid>|\d+(?:\.\d+)?[smhdy](?:\d+[smhdy])*)
 _AGE_REPEAT = re.compile(r"^\s*\(x\d+\s+over\s+[^)]*\)")
 _NODES = re.compile(r"(?<!\d)(\d{1,9})/(\d{1,9}) nodes are available")
 _ITEM = re.compile(r"^\s*(\d{1,9})\s+(.+?)\.?\s*$")
+# key=value of a label list or a node selector (Labels:, Node-Selectors:); a key may have
+# a DNS prefix (nvidia.com/gpu.product), a value may be empty
+_LABEL = re.compile(
+    r"^\s*((?:[A-Za-z0-9.-]{1,253}/)?[A-Za-z0-9][A-Za-z0-9._-]{0,62})=(\S{0,63})\s*$"
+)
+# the Scheduled event: "Successfully assigned prod/infer-6c9c8d7f6f-kp2xw to gpu-node-12"
+_ASSIGNED = re.compile(r"\bSuccessfully assigned (\S+) to (\S+?)\.?\s*$")
+
+
+def parse_labels(lines: list[str]) -> dict[str, str]:
+    """``key=value`` terms, one a line (``<none>`` and anything else skipped)."""
+    out: dict[str, str] = {}
+    for line in lines:
+        m = _LABEL.match(line)
+        if m:
+            out[m.group(1)] = m.group(2)
+    return out
+
+
+def node_label_facts(labels: dict[str, str], facts: SchedulerFacts) -> None:
+    """The node's GPU product and instance type from its labels (describe or JSON)."""
+    facts.k8s_node_gpu_product = labels.get(GPU_TYPE_LABELS[0]) or None
+    facts.k8s_node_instance_type = next(
+        (labels[k] for k in INSTANCE_TYPE_LABELS if labels.get(k)), None
+    )
 
 
 def _int(text: str | None) -> int | None:
@@ -218,6 +249,7 @@ class NodeDescription:
     non_terminated_pods: int | None = None
     events: list[SchedulingEvent] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    labels: dict[str, str] = field(default_factory=dict)
 
 
 def _sections(text: str, titles: set[str]) -> list[tuple[str | None, str, int, str]]:
@@ -247,6 +279,8 @@ def parse_describe_node_detail(text: str) -> NodeDescription:
         if not raw:
             if section == "Name":
                 node.name = inline or None
+            elif section == "Labels":
+                node.labels.update(parse_labels([inline]))
             elif section == "Non-terminated Pods":
                 m = re.search(r"\((\d+) in total\)", inline)
                 node.non_terminated_pods = int(m.group(1)) if m else None
@@ -272,6 +306,8 @@ def parse_describe_node_detail(text: str) -> NodeDescription:
                     node.allocated_limits[tokens[0]] = rest[0]
         elif section == "Events":
             node.events.extend(parse_events(raw, lineno))
+        elif section == "Labels":
+            node.labels.update(parse_labels([raw]))
     if GPU_RESOURCE not in node.capacity:
         node.notes.append(
             f"{GPU_RESOURCE} absent from Capacity: the NVIDIA device plugin has not "
@@ -299,6 +335,8 @@ def parse_describe_node(text: str, source: str = "kubectl describe node") -> Sch
     )
     if node.allocated_requests:
         facts.k8s_gpu_requested = _int(node.allocated_requests.get(GPU_RESOURCE, "0"))
+    facts.k8s_node_name = node.name
+    node_label_facts(node.labels, facts)
     return facts
 
 
@@ -327,6 +365,10 @@ class PodDescription:
     containers: list[ContainerResources] = field(default_factory=list)
     scheduled_condition: bool | None = None  # PodScheduled row of Conditions
     events: list[SchedulingEvent] = field(default_factory=list)
+    node_selector: dict[str, str] = field(default_factory=dict)
+    assigned_to: str | None = None  # node of the Scheduled event
+    reason: str | None = None  # top-level Reason (a failed pod: UnexpectedAdmissionError)
+    message: str | None = None
 
     @property
     def gpu_requested(self) -> int:
@@ -341,6 +383,7 @@ def parse_describe_pod_detail(text: str) -> PodDescription:
     block: str | None = None  # "Requests" / "Limits" inside a container
     container_section: str | None = None
     container_indent = 0
+    bare = False  # Limits/Requests seen before any section title
     for section, inline, lineno, raw in _sections(text, _POD_SECTIONS):
         if not raw:
             block = None
@@ -353,7 +396,21 @@ def parse_describe_pod_detail(text: str) -> PodDescription:
                 pod.status = value
             elif section == "Node":
                 pod.node = None if value in (None, "<none>") else value.split("/")[0]
+            elif section == "Node-Selectors":
+                pod.node_selector.update(parse_labels([inline]))
+            elif section == "Reason":
+                pod.reason = value
+            elif section == "Message":
+                pod.message = value
             continue
+        if section is None and (bare or raw.strip() in ("Limits:", "Requests:")):
+            # a shortened paste (the guide's own): Limits/Requests before any section
+            # title, without Containers: and a container name, are one unnamed container
+            section = "Containers"
+            if not bare:
+                bare = True
+                pod.containers.append(ContainerResources(""))
+                container_section, container_indent = section, len(raw) - len(raw.lstrip())
         if section in ("Containers", "Init Containers"):
             m = _CONTAINER.match(raw)
             # container names are the section's least-indented 'name:' lines (two
@@ -385,6 +442,11 @@ def parse_describe_pod_detail(text: str) -> PodDescription:
                 pod.scheduled_condition = tokens[1] == "True"
         elif section == "Events":
             pod.events.extend(parse_events(raw, lineno))
+            m = _ASSIGNED.search(raw)
+            if m and ("Scheduled" in raw.split() or raw.lstrip().startswith("Successfully")):
+                pod.assigned_to = m.group(2)
+        elif section == "Node-Selectors":
+            pod.node_selector.update(parse_labels([raw]))
     return pod
 
 
@@ -393,8 +455,19 @@ def parse_describe_pod(text: str, source: str = "kubectl describe pod") -> Sched
     pod = parse_describe_pod_detail(text)
     facts = SchedulerFacts(source=source)
     facts.k8s_pod_gpu_requested = pod.gpu_requested
-    facts.k8s_pod_node = pod.node
-    if pod.node is not None:
+    facts.k8s_pod_node = pod.node or pod.assigned_to
+    if pod.node_selector:
+        facts.k8s_pod_node_selector = ", ".join(f"{k}={v}" for k, v in pod.node_selector.items())
+        wanted = gpu_type_wanted(pod.node_selector)
+        if wanted:
+            facts.k8s_pod_gpu_wanted_label, facts.k8s_pod_gpu_wanted = wanted
+        facts.k8s_pod_instance_type_wanted = instance_type_wanted(pod.node_selector)
+    facts.k8s_pod_status_message = pod.message[:300] if pod.message else None
+    if pod.reason == "UnexpectedAdmissionError" or GPU_RESOURCE in (pod.message or ""):
+        facts.k8s_pod_gpu_admission_failed = (
+            pod.reason == "UnexpectedAdmissionError" and GPU_RESOURCE in (pod.message or "")
+        )
+    if facts.k8s_pod_node is not None:
         facts.k8s_pod_scheduled = True
     elif pod.scheduled_condition is not None:
         facts.k8s_pod_scheduled = pod.scheduled_condition

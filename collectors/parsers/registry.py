@@ -52,6 +52,9 @@ PARSERS: dict[str, str] = {
     "fabricmanager-log": "gpu_triage.collectors.parsers.adapters:fabricmanager_log",
     "docker-info": "gpu_triage.collectors.parsers.adapters:docker_info",
     "nvidia-ctk-cdi-list": "gpu_triage.collectors.parsers.adapters:nvidia_ctk_cdi_list",
+    "nvidia-ctk-version": "gpu_triage.collectors.parsers.adapters:nvidia_ctk_version",
+    "ethtool-i": "gpu_triage.collectors.parsers.adapters:ethtool_i",
+    "docker-run-nvidia-smi": "gpu_triage.collectors.parsers.adapters:docker_run_nvidia_smi",
 }
 
 

@@ -12,12 +12,17 @@ by accident.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import os
 import sys
 from dataclasses import dataclass
 from types import ModuleType
 from typing import NoReturn, cast
+
+# No pydantic plugin runs inside gpu-triage: one installed on the node would see every
+# fact validated (as root), and looking for plugins scans every installed package.
+os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
 
 if sys.argv[1:2] == ["run"] and not any("reference" in a for a in sys.argv):
     # An unattended run evaluates on the durable_rules worker: start its process first,
@@ -120,6 +125,25 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    code = _main(argv)
+    if argv is None and command_word(sys.argv[1:]) not in (None, "tui"):
+        # A one-shot command of its own process has written and closed everything: end
+        # it now. The interpreter's teardown (finalising every module and object, the
+        # rulebook's included) costs more than a small evaluation; the durable_rules
+        # worker ends by itself when its stdin closes with this process.
+        exit_now(code)
+    return code
+
+
+def exit_now(code: int) -> NoReturn:
+    """End the process with ``code`` once stdout and stderr are flushed."""
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):  # a closed pipe: nothing more to say
+            stream.flush()
+    os._exit(code)
+
+
+def _main(argv: list[str] | None) -> int:
     from gpu_triage.io.stopping import hold
 
     held = hold()  # first: before the imports and the rulebook
@@ -136,9 +160,7 @@ def main(argv: list[str] | None = None) -> int:
         if looping and argv is None:
             # A stopping daemon has written everything (atomically); tearing down the
             # interpreter's modules takes about a second: SIGTERM must end it sooner.
-            sys.stdout.flush()
-            sys.stderr.flush()
-            os._exit(code)
+            exit_now(code)
         return code
     except BrokenPipeError:
         return 0

@@ -26,7 +26,24 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p.add_argument("--snapshot", type=Path, help="judge this snapshot; nothing is run")
     p.add_argument("--profile", type=Path, help="readiness profile (YAML): commands, fail_on")
     p.add_argument(
-        "--level", type=int, default=1, choices=(1, 2, 3, 4), help="dcgmi diag level (default 1)"
+        "--level",
+        type=int,
+        choices=(1, 2, 3, 4),
+        help="dcgmi diag level (default 1; 3 with --burn-in)",
+    )
+    p.add_argument(
+        "--burn-in",
+        action="store_true",
+        help="the node is in burn-in before production: the diagnostics must cover compute, "
+        "memory bandwidth, interconnect and thermal/power stress (dcgmi diag -r 3 by default, "
+        "required to run); sets site.burn_in",
+    )
+    p.add_argument(
+        "--site",
+        type=Path,
+        metavar="FILE",
+        help="site inventory (YAML/JSON: pinned_driver_version, pinned_kernel, burn_in, ...; "
+        "see docs/facts.md, kind site)",
     )
     p.add_argument("--out", type=Path, help="write the report here (atomically); default stdout")
     p.add_argument("--format", choices=("json", "markdown"), default="json")
@@ -47,7 +64,18 @@ def cmd_readiness(args: argparse.Namespace) -> int:
     )
 
     try:
-        profile = load_profile(args.profile) if args.profile else default_profile(args.level)
+        profile = (
+            load_profile(args.profile)
+            if args.profile
+            else default_profile(args.level, burn_in=args.burn_in)
+        )
+        if args.burn_in:
+            profile.burn_in = True
+        site = None
+        if args.site is not None:
+            from gpu_triage.model.supplied import read_site
+
+            site = read_site(args.site)
     except ValueError as exc:
         err(str(exc))
         return ExitCode.USAGE
@@ -59,9 +87,11 @@ def cmd_readiness(args: argparse.Namespace) -> int:
     try:
         if args.snapshot:
             snap = load_snapshot(args.snapshot)
-            rep = check_snapshot(snap, str(args.snapshot), book, profile, args.engine)
+            rep = check_snapshot(snap, str(args.snapshot), book, profile, args.engine, site)
         else:
-            rep = check_live(lambda: collect_live(window=args.window), book, profile, args.engine)
+            rep = check_live(
+                lambda: collect_live(window=args.window), book, profile, args.engine, site=site
+            )
     except SnapshotError as exc:
         err(str(exc))
         return ExitCode.UNKNOWN

@@ -76,7 +76,8 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         type=Path,
         metavar="FILE",
         help="site inventory (YAML/JSON: expected_pcie_width, pinned_driver_version, "
-        "rack, ...; see docs/facts.md, kind site)",
+        "pinned_kernel, pinned_nic_firmware, burn_in, rack, ...; see README and "
+        "docs/facts.md, kind site)",
     )
     run.add_argument(
         "--job",
@@ -174,6 +175,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     except RulebookError as exc:
         err(f"the rulebook could not be loaded:\n{exc}")
         return ExitCode.UNKNOWN
+    if args.engine != "reference" and args.demo != "list":
+        from gpu_triage.engine.durable_backend import warm_up
+
+        warm_up(book)  # the worker compiles the rulebook while the snapshot loads
     if args.demo == "list":
         print("\n".join(demo_names()))
         return 0

@@ -11,12 +11,14 @@ why, its reason sits in the fact's ``unavailable`` map (field name ->
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, computed_field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, computed_field, field_validator, model_validator
 
+from gpu_triage.model.gpu_models import gpu_model
 from gpu_triage.model.nvlink_speeds import nominal_link_gbps
 
 
@@ -47,6 +49,17 @@ def fact(unit: str, meaning: str, default: Any = None) -> Any:
     return Field(default=default, description=meaning, json_schema_extra={"unit": unit})
 
 
+_MLX_FIRMWARE = re.compile(r"^(\d{1,3})\.\d{1,4}\.\d{1,5}$")
+
+
+def firmware_family(version: str | None) -> str | None:
+    """The device family of an NVIDIA (Mellanox) NIC firmware version: its first number
+    (20 ConnectX-6, 22 ConnectX-6 Dx, 26 ConnectX-6 Lx, 28 ConnectX-7, 32 BlueField-3 ...).
+    None for any other vendor's version format."""
+    m = _MLX_FIRMWARE.match(version or "")
+    return m.group(1) if m else None
+
+
 # Computed fields and the fields they are computed from: a computed value that is
 # missing inherits the reason of the input that is missing.
 DERIVED_FROM: dict[str, tuple[str, ...]] = {
@@ -57,6 +70,12 @@ DERIVED_FROM: dict[str, tuple[str, ...]] = {
     "rank_imbalance_pct": ("rank_step_times_ms",),
     "latency_tail_ratio": ("latency_p99_ms", "latency_p50_ms"),
     "versions_match": ("kernel_module_version", "library_version"),
+    "firmware_family": ("firmware_version",),
+    "pinned_nic_firmware_family": ("pinned_nic_firmware",),
+    "validates": ("test",),
+    "model": ("name",),
+    "k8s_pod_gpu_wanted_model": ("k8s_pod_gpu_wanted",),
+    "k8s_node_gpu_model": ("k8s_node_gpu_product",),
 }
 
 
@@ -173,6 +192,23 @@ class HostFacts(FactModel):
     )
     storage_read_jobs: int | None = fact(
         "jobs", "concurrent fio jobs (clients) the read figure was measured with"
+    )
+    bios_version: str | None = fact(
+        "", "system BIOS (firmware) version, /sys/class/dmi/id/bios_version"
+    )
+    bios_date: str | None = fact("", "system BIOS release date, /sys/class/dmi/id/bios_date")
+    node_exporter_running: bool | None = fact(
+        "",
+        "Prometheus node exporter runs on the node (a node_exporter process, or TCP port "
+        "9100 listening)",
+    )
+    dcgm_exporter_running: bool | None = fact(
+        "",
+        "NVIDIA DCGM exporter runs on the node (a dcgm-exporter process, or TCP port 9400 "
+        "listening)",
+    )
+    nv_hostengine_running: bool | None = fact(
+        "", "DCGM's host engine (nv-hostengine) runs on the node"
     )
 
     @computed_field(  # type: ignore[prop-decorator]
@@ -490,6 +526,15 @@ class GpuFacts(FactModel):
             return None
         return round(100.0 * self.power_draw_w / self.power_limit_w, 2)
 
+    @computed_field(  # type: ignore[prop-decorator]
+        description="GPU model token of the product name (h100, a100, l40s ...), the "
+        "spelling node labels and pod selectors are compared in (guide/T11)",
+        json_schema_extra={"unit": ""},
+    )
+    @property
+    def model(self) -> str | None:
+        return gpu_model(self.name)
+
     def set_throttle_mask(self, mask: int) -> None:
         """Decode an NVML clock-event-reason bitmask into the named booleans."""
         for name, bit in THROTTLE_REASONS.items():
@@ -648,6 +693,22 @@ class NicFacts(FactModel):
     tx_errors: int | None = fact("errors", "transmit errors")
     rx_dropped: int | None = fact("packets", "packets dropped on receive")
     tx_dropped: int | None = fact("packets", "packets dropped on transmit")
+    firmware_version: str | None = fact(
+        "",
+        "NIC firmware version (ethtool -i firmware-version, without the PSID); an RDMA "
+        "adapter's firmware is also ib.firmware_version (sysfs fw_ver)",
+    )
+    firmware_psid: str | None = fact(
+        "", "board id (PSID) ethtool -i prints beside the firmware, e.g. MT_0000000838"
+    )
+
+    @computed_field(  # type: ignore[prop-decorator]
+        description="device family of an NVIDIA/Mellanox firmware version (its first number)",
+        json_schema_extra={"unit": ""},
+    )
+    @property
+    def firmware_family(self) -> str | None:
+        return firmware_family(self.firmware_version)
 
 
 class IbPortFacts(FactModel):
@@ -671,6 +732,9 @@ class IbPortFacts(FactModel):
     symbol_errors_delta: int | None = fact("errors", "symbol errors added since the previous run")
     rcv_errors_delta: int | None = fact("errors", "receive errors added since the previous run")
     counters_interval_s: float | None = fact("s", "seconds since the previous run's counters")
+    firmware_version: str | None = fact(
+        "", "firmware of the HCA (sysfs fw_ver, ibstat Firmware version, ibv_devinfo fw_ver)"
+    )
     # RoCE ports (link_layer ethernet): the Ethernet interface, its congestion control and
     # its congestion counters over the collection window (collectors/roce.py).
     netdev: str | None = fact("", "RoCE: the port's Ethernet interface, e.g. ens1f0np0")
@@ -724,6 +788,14 @@ class IbPortFacts(FactModel):
     pause_storm_events_added: int | None = fact(
         "events", "RoCE: pause-storm guard events added over the window"
     )
+
+    @computed_field(  # type: ignore[prop-decorator]
+        description="device family of the HCA firmware version (its first number)",
+        json_schema_extra={"unit": ""},
+    )
+    @property
+    def firmware_family(self) -> str | None:
+        return firmware_family(self.firmware_version)
 
 
 # --------------------------------------------------------------------------- events
@@ -909,6 +981,33 @@ class PcieLimitEvent(KernelEvent):
 # --------------------------------------------------------------------------- diagnostics
 
 
+# DCGM test names (text table, -j JSON, DCGM 2 to 4 spellings) -> what they validate.
+DIAG_AREAS: dict[str, str] = {
+    "diagnostic": "compute",
+    "sm stress": "compute",
+    "targeted stress": "compute",
+    "memory bandwidth": "memory_bandwidth",
+    "pcie": "interconnect",
+    "pcie bandwidth": "interconnect",
+    "nvbandwidth": "interconnect",
+    "nvlink": "interconnect",
+    "targeted power": "thermal_power",
+    "pulse test": "thermal_power",
+    "gpu memory": "memory",
+    "memory": "memory",
+    "memtest": "memory",
+}
+
+
+def diag_area(test: str | None) -> str | None:
+    """What a DCGM diagnostic test validates; None for the deployment checks' names and
+    anything else."""
+    if not test:
+        return None
+    key = " ".join(test.strip().lower().replace("_", " ").replace("-", " ").split())
+    return DIAG_AREAS.get(key)
+
+
 class DiagResult(FactModel):
     """One test of a DCGM diagnostic run (dcgmi diag) on one GPU, or on all of them."""
 
@@ -927,6 +1026,17 @@ class DiagResult(FactModel):
     )
     run_level: int | None = fact("", "the diagnostic level run (dcgmi diag -r N) when known")
     dcgm_version: str | None = fact("", "DCGM version that ran it")
+
+    @computed_field(  # type: ignore[prop-decorator]
+        description=(
+            "what the test validates: compute, memory_bandwidth, interconnect, thermal_power, "
+            "memory or deployment (DCGM 2-4 test names, text or JSON)"
+        ),
+        json_schema_extra={"unit": ""},
+    )
+    @property
+    def validates(self) -> str | None:
+        return diag_area(self.test)
 
 
 # --------------------------------------------------------------------------- history
@@ -1094,6 +1204,46 @@ class SchedulerFacts(FactModel):
     cdi_nvidia_devices: int | None = fact(
         "devices", "nvidia.com/gpu devices the CDI specs define (spec files or nvidia-ctk cdi list)"
     )
+    container_toolkit_version: str | None = fact(
+        "",
+        "NVIDIA Container Toolkit version (nvidia-ctk --version, else nvidia-container-cli "
+        "--version cli-version)",
+    )
+    k8s_node_name: str | None = fact("", "name of the Kubernetes node the node facts describe")
+    k8s_node_gpu_product: str | None = fact(
+        "", "the node's nvidia.com/gpu.product label (GPU feature discovery), as printed"
+    )
+    k8s_node_instance_type: str | None = fact(
+        "", "the node's node.kubernetes.io/instance-type label"
+    )
+    k8s_pod_node_selector: str | None = fact(
+        "", "the described pod's Node-Selectors, key=value terms as printed"
+    )
+    k8s_pod_gpu_wanted: str | None = fact(
+        "",
+        "GPU type the described pod's node selector asks for: the value of a GPU-type label "
+        "(nvidia.com/gpu.product, a cloud accelerator label, a site's gpu-type)",
+    )
+    k8s_pod_gpu_wanted_label: str | None = fact("", "the label key k8s_pod_gpu_wanted comes from")
+    k8s_pod_instance_type_wanted: str | None = fact(
+        "", "instance type the described pod's node selector asks for"
+    )
+    k8s_pod_gpu_admission_failed: bool | None = fact(
+        "",
+        "the kubelet rejected the described pod at admission for want of nvidia.com/gpu "
+        "devices (UnexpectedAdmissionError: the node had fewer GPUs than it advertised)",
+    )
+    k8s_pods_wrong_gpu_type: int | None = fact(
+        "pods",
+        "GPU pods on this node whose node selector or required node affinity asks for a GPU "
+        "model (or instance type) other than the one this node has",
+    )
+    k8s_pods_wrong_gpu_type_detail: str | None = fact(
+        "", "the first such pod, what it asks for and what the node has"
+    )
+    k8s_pod_status_message: str | None = fact(
+        "", "the described pod's status Message (why the kubelet failed or evicted it)"
+    )
 
     @computed_field(  # type: ignore[prop-decorator]
         description="Docker has a runtime named nvidia registered",
@@ -1104,6 +1254,22 @@ class SchedulerFacts(FactModel):
         if not self.docker_runtimes:
             return None
         return "nvidia" in self.docker_runtimes
+
+    @computed_field(  # type: ignore[prop-decorator]
+        description="GPU model token of the type the described pod asks for (h100, a100 ...)",
+        json_schema_extra={"unit": ""},
+    )
+    @property
+    def k8s_pod_gpu_wanted_model(self) -> str | None:
+        return gpu_model(self.k8s_pod_gpu_wanted)
+
+    @computed_field(  # type: ignore[prop-decorator]
+        description="GPU model token of the node's nvidia.com/gpu.product label",
+        json_schema_extra={"unit": ""},
+    )
+    @property
+    def k8s_node_gpu_model(self) -> str | None:
+        return gpu_model(self.k8s_node_gpu_product)
 
 
 # --------------------------------------------------------------------------- supplied by people
@@ -1137,6 +1303,102 @@ class SiteInventory(FactModel):
     rack_power_budget_w: float | None = fact("W", "power the rack can deliver")
     rack_power_planned_w: float | None = fact("W", "power the rack's equipment needs at full load")
     baseline_step_time_ms: float | None = fact("ms", "known-good step time for the job")
+    baseline_throughput_per_gpu: float | None = fact(
+        "samples/s",
+        "known-good throughput per GPU for the job (samples/s or tokens/s: the unit the job "
+        "metrics' throughput_per_gpu is given in)",
+    )
+    baseline_latency_p99_ms: float | None = fact(
+        "ms", "known-good inference latency P99 of the service on this node"
+    )
+    baseline_power_draw_w: float | None = fact(
+        "W", "known-good power draw per GPU under the job's load (recorded at burn-in)"
+    )
+    baseline_temperature_c: float | None = fact(
+        "°C", "known-good GPU core temperature under the job's load (recorded at burn-in)"
+    )
+    # The golden image's pins beyond driver and VBIOS (fleet/F1): each is compared with
+    # what the node runs, exactly as the node reports it (surrounding blanks dropped; a
+    # leading "v" dropped from software release numbers). Unset: not checked.
+    pinned_kernel: str | None = fact("", "kernel release the golden image pins (uname -r)")
+    pinned_cuda_version: str | None = fact(
+        "",
+        "CUDA version the pinned driver supports, major.minor as nvidia-smi prints it (quote "
+        "it in YAML: 12.10 unquoted is the number 12.1)",
+    )
+    pinned_fabric_manager_version: str | None = fact(
+        "", "Fabric Manager version the golden image pins (NVSwitch nodes)"
+    )
+    pinned_nic_firmware: str | None = fact(
+        "",
+        "firmware the node's NICs of one family should run, e.g. 28.39.1002 (ConnectX-7): "
+        "NICs of another family (another first number) are not held to it",
+    )
+    pinned_bios_version: str | None = fact(
+        "", "system BIOS version the site pins (/sys/class/dmi/id/bios_version)"
+    )
+    pinned_container_toolkit_version: str | None = fact(
+        "", "NVIDIA Container Toolkit version the golden image pins"
+    )
+    burn_in: bool | None = fact(
+        "",
+        "the node is in validation (burn-in) before production: its diagnostics must cover "
+        "compute, memory bandwidth, interconnect and thermal/power stress",
+    )
+
+    @field_validator(
+        "pinned_driver_version",
+        "pinned_fabric_manager_version",
+        "pinned_container_toolkit_version",
+        mode="before",
+    )
+    @classmethod
+    def _software_version(cls, value: Any) -> Any:
+        # release numbers: "v1.14.3" in a site file is 1.14.3
+        value = _pin_text(value)
+        if isinstance(value, str) and re.match(r"^[vV]\d", value):
+            return value[1:]
+        return value
+
+    @field_validator(
+        "pinned_vbios_version",
+        "pinned_kernel",
+        "pinned_nic_firmware",
+        "pinned_bios_version",
+        mode="before",
+    )
+    @classmethod
+    def _version_text(cls, value: Any) -> Any:
+        # firmware and kernel strings are compared as the node prints them ("V2.80" BIOS)
+        return _pin_text(value)
+
+    @field_validator("pinned_cuda_version", mode="before")
+    @classmethod
+    def _cuda_pin(cls, value: Any) -> Any:
+        # The driver reports the CUDA version it supports as major.minor: a pin of
+        # 12.4.1 is the same pin.
+        value = _pin_text(value)
+        if isinstance(value, str) and (m := re.match(r"^(\d+)\.(\d+)(?:\.\d+)*$", value)):
+            return f"{m.group(1)}.{m.group(2)}"
+        return value
+
+    @computed_field(  # type: ignore[prop-decorator]
+        description="device family of the pinned NIC firmware (its first number)",
+        json_schema_extra={"unit": ""},
+    )
+    @property
+    def pinned_nic_firmware_family(self) -> str | None:
+        return firmware_family(self.pinned_nic_firmware)
+
+
+def _pin_text(value: Any) -> Any:
+    """A pinned version as written in a site file: surrounding blanks dropped, a YAML
+    number (12.4) read back as its text, an empty pin no pin."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        value = str(value)
+    if isinstance(value, str):
+        return value.strip() or None
+    return value
 
 
 class Symptom(StrEnum):

@@ -84,9 +84,38 @@ def run_record(doc: FindingsDocument, facts: Facts | None = None) -> dict[str, A
             for g in facts.gpus
         ]
         rec["xids"] = sorted({x.code for x in facts.xids if x.code is not None})
+        if versions := image_versions(facts):
+            rec["versions"] = versions
         if facts.site is not None:
             rec["rack"], rec["row"] = facts.site.rack, facts.site.row
     return rec
+
+
+def image_versions(facts: Facts) -> dict[str, str]:
+    """What the golden image fixes beside the driver and VBIOS (fleet/F1), for the fleet's
+    majority-against-outliers drift: kernel, CUDA, Fabric Manager, BIOS, container
+    toolkit, and the NIC/HCA firmware of each adapter family ("nic_firmware:28"; every
+    version of the family, comma-joined, when its adapters differ)."""
+    out: dict[str, str] = {}
+    host, fabric, sched = facts.host, facts.fabric, facts.scheduler
+    for key, value in (
+        ("kernel", host.kernel if host else None),
+        ("cuda", host.cuda_version if host else None),
+        ("bios", host.bios_version if host else None),
+        ("fabric_manager", fabric.fm_version if fabric else None),
+        ("container_toolkit", sched.container_toolkit_version if sched else None),
+    ):
+        if value:
+            out[key] = value
+    firmware: dict[str, set[str]] = {}
+    adapters = [(p.firmware_version, p.firmware_family) for p in facts.ib_ports]
+    adapters += [(n.firmware_version, n.firmware_family) for n in facts.nics]
+    for version, family in adapters:
+        if version and family:
+            firmware.setdefault(family, set()).add(version)
+    for family, found in sorted(firmware.items()):
+        out[f"nic_firmware:{family}"] = ", ".join(sorted(found))
+    return out
 
 
 def jsonl_line(doc: FindingsDocument, facts: Facts | None = None) -> str:

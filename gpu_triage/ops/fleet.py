@@ -91,7 +91,7 @@ class Offender(Model):
 
 
 class Drift(Model):
-    what: str  # driver | vbios (per GPU model)
+    what: str  # driver | vbios (per GPU model) | kernel, CUDA, BIOS ... (the golden image)
     scope: str  # "" or the GPU model
     majority: str
     majority_nodes: int
@@ -372,7 +372,28 @@ def _drift(nodes: dict[str, NodeState]) -> list[Drift]:
     for model, versions in sorted(vbios.items()):
         if len(versions) > 1:
             out.append(_drift_entry("vbios", model, versions))
+    # the rest of the golden image (fleet/F1): kernel, CUDA, Fabric Manager, BIOS, toolkit,
+    # NIC firmware per adapter family
+    image: dict[str, dict[str, list[str]]] = defaultdict(lambda: defaultdict(list))
+    for host, st in nodes.items():
+        for key, version in st.versions.items():
+            image[key][version].append(host)
+    for key, versions in sorted(image.items()):
+        if len(versions) > 1:
+            what, _, family = key.partition(":")
+            scope = f"family {family}" if family else ""
+            out.append(_drift_entry(IMAGE_NAMES.get(what, what), scope, versions))
     return out
+
+
+IMAGE_NAMES = {
+    "kernel": "kernel",
+    "cuda": "CUDA",
+    "bios": "BIOS",
+    "fabric_manager": "Fabric Manager",
+    "container_toolkit": "container toolkit",
+    "nic_firmware": "NIC firmware",
+}
 
 
 def _drift_entry(what: str, scope: str, versions: dict[str, list[str]]) -> Drift:
@@ -764,7 +785,12 @@ def _sec_drift(rep: FleetReport) -> list[str]:
     m = md_text
     lines = ["## Version drift", ""]
     if not rep.drift:
-        return [*lines, "No drift: every node runs the same driver and VBIOS per GPU model."]
+        return [
+            *lines,
+            "No drift: every node runs the same driver, VBIOS per GPU model, and the same "
+            "kernel, CUDA, Fabric Manager, BIOS, container toolkit and NIC firmware where "
+            "recorded.",
+        ]
     for d in rep.drift:
         scope = f" ({m(d.scope)})" if d.scope else ""
         lines.append(

@@ -107,6 +107,7 @@ class NodeState:
     gpu_sev: dict[str, str] = field(default_factory=dict)
     xids: dict[tuple[int, str], set[str]] = field(default_factory=dict)  # (code, driver)->gpus
     window: dict[str, GpuWindow] = field(default_factory=dict)  # bus -> samples
+    versions: dict[str, str] = field(default_factory=dict)  # the latest run's image versions
 
     @property
     def last_ts(self) -> str:
@@ -137,6 +138,7 @@ class NodeState:
         if other.last > self.last:
             self.last, self.last_rules, self.gpus = other.last, other.last_rules, other.gpus
             self.driver, self.rack, self.row = other.driver, other.rack, other.row
+            self.versions = other.versions
 
 
 # --------------------------------------------------------------------------- one record
@@ -308,7 +310,25 @@ def fold(st: NodeState, rec: dict[str, Any], where: tuple[int, int], opts: ReadO
         st.last, st.gpus = order, gpus
         st.last_rules = [f["rule"] for f in findings]
         st.driver, st.rack, st.row = driver, rec.get("rack"), rec.get("row")
+        st.versions = image_versions(rec.get("versions"))
     return True
+
+
+MAX_VERSION_KEYS = 32
+
+
+def image_versions(value: Any) -> dict[str, str]:
+    """A record's ``versions`` (kernel, cuda, nic_firmware:28 ... -> version): shown and
+    compared across nodes only, so anything but short strings is left out, not an error."""
+    if value.__class__ is not dict:
+        return {}
+    out: dict[str, str] = {}
+    for key, version in value.items():
+        if len(out) >= MAX_VERSION_KEYS:
+            break
+        if key.__class__ is str and version.__class__ is str and 0 < len(version) <= 200:
+            out[key[:64]] = version
+    return out
 
 
 # --------------------------------------------------------------------------- reading units

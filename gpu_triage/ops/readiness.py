@@ -27,7 +27,7 @@ from gpu_triage.engine.compiler import Rulebook
 from gpu_triage.engine.evaluate import evaluate
 from gpu_triage.engine.findings import FindingsDocument
 from gpu_triage.io.commands import CommandResult, run_command
-from gpu_triage.model.facts import Facts
+from gpu_triage.model.facts import Facts, SiteInventory
 from gpu_triage.model.snapshot import Snapshot
 
 SEVERITY_RANK = {"info": 0, "warning": 1, "critical": 2}
@@ -59,16 +59,64 @@ class Profile(BaseModel):
         description="stages of the rules whose findings count (others are reported only)",
     )
     commands: list[ProfileCommand] = Field(default_factory=list)
+    burn_in: bool = Field(
+        default=False,
+        description=(
+            "the node is in burn-in (site.burn_in): the diagnostics must cover compute, "
+            "memory bandwidth, interconnect and thermal/power stress (fleet/F2)"
+        ),
+    )
 
 
-def default_profile(level: int = 1, have: Callable[[str], str | None] = shutil.which) -> Profile:
-    """Run the DCGM diagnostic at ``level`` where dcgmi is installed; nothing else."""
+BURN_IN_LEVEL = 3  # dcgmi diag -r 3: deployment, PCIe, memory, stress, power, bandwidth
+
+
+def default_profile(
+    level: int | None = None,
+    have: Callable[[str], str | None] = shutil.which,
+    *,
+    burn_in: bool = False,
+) -> Profile:
+    """Run the DCGM diagnostic at ``level`` (1, or 3 in burn-in) where dcgmi is installed;
+    nothing else."""
+    if level is None:
+        level = BURN_IN_LEVEL if burn_in else 1
     commands = []
     if have("dcgmi"):
         commands.append(
-            ProfileCommand(argv=["dcgmi", "diag", "-r", str(level), "-j"], timeout_s=600 * level)
+            ProfileCommand(
+                argv=["dcgmi", "diag", "-r", str(level), "-j"],
+                timeout_s=600 * level,
+                required=burn_in,
+            )
         )
-    return Profile(commands=commands)
+    return Profile(name="burn-in" if burn_in else "default", commands=commands, burn_in=burn_in)
+
+
+def apply_context(facts: Facts, profile: Profile, site: SiteInventory | None = None) -> None:
+    """The site's inventory (``--site``) and the profile's burn-in flag on the judged facts."""
+    if site is not None:
+        facts.site = site.model_copy(deep=True)
+    if profile.burn_in:
+        if facts.site is None:
+            facts.site = SiteInventory(source="readiness --burn-in")
+        facts.site.burn_in = True
+
+
+def diag_level(argv: list[str]) -> int | None:
+    """The level of a ``dcgmi diag -r N`` command line (``-r 3``, ``-r3``, ``--run 3``);
+    None for a named test list (``-r pcie,memory``) or none given."""
+    for i, word in enumerate(argv):
+        value: str | None = None
+        if word in ("-r", "--run") and i + 1 < len(argv):
+            value = argv[i + 1]
+        elif word.startswith("--run="):
+            value = word.split("=", 1)[1]
+        elif word.startswith("-r") and len(word) > 2:
+            value = word[2:]
+        if value is not None:
+            return int(value) if value.isdigit() and 1 <= int(value) <= 4 else None
+    return None
 
 
 def load_profile(path: Path) -> Profile:
@@ -175,6 +223,10 @@ def run_commands(
             # dcgmi diag exits non-zero when a test fails: its output is still the result
             try:
                 got = get_parser(cmd.parser)(res.stdout, " ".join(cmd.argv))
+                level = diag_level(cmd.argv)
+                for d in got.diags:
+                    if d.run_level is None and level is not None:
+                        d.run_level = level
                 facts.diags.extend(got.diags)
                 run.results = len(got.diags)
             except ParseError as exc:
@@ -227,9 +279,15 @@ def judge(
 
 
 def check_snapshot(
-    snap: Snapshot, source: str, book: Rulebook, profile: Profile, engine: str
+    snap: Snapshot,
+    source: str,
+    book: Rulebook,
+    profile: Profile,
+    engine: str,
+    site: SiteInventory | None = None,
 ) -> ReadinessReport:
     """Readiness of a stored snapshot: nothing is run, the snapshot's facts decide."""
+    apply_context(snap.facts, profile, site)
     doc = evaluate(snap, book, engine=engine, source=source)
     return judge(doc, profile, snap.facts, [], [], [])
 
@@ -240,6 +298,7 @@ def check_live(
     profile: Profile,
     engine: str,
     runner: Callable[[list[str], float], CommandResult] = run_command,
+    site: SiteInventory | None = None,
 ) -> ReadinessReport:
     """Collect, run the profile's diagnostics, collect again; judge the second snapshot
     with the diagnostic results, and whatever the kernel log and ECC counters added."""
@@ -255,6 +314,7 @@ def check_live(
         added = watch.new_since(snap.facts)
     else:
         snap, added = before, []
+    apply_context(snap.facts, profile, site)
     doc = evaluate(snap, book, engine=engine, source="live")
     return judge(doc, profile, snap.facts, commands, not_checked, added)
 

@@ -282,6 +282,20 @@ def build_fake_root(root: Path) -> FakeRoot:
         "proc/cmdline",
         "BOOT_IMAGE=/boot/vmlinuz-5.15.0-105-generic ro quiet intel_iommu=on iommu=pt\n",
     )
+    # Processes: the host PID namespace (kthreadd is PID 2), node exporter as Debian
+    # packages it (comm cut at 15 characters), dcgm-exporter seen by its port (tcp6).
+    fake.write("proc/1/comm", "systemd\n")
+    fake.write("proc/2/comm", "kthreadd\n")
+    fake.write("proc/812/comm", "prometheus-node\n")
+    fake.write(
+        "proc/812/cmdline",
+        "/usr/bin/prometheus-node-exporter\0--collector.textfile.directory="
+        "/var/lib/prometheus/node-exporter\0",
+    )
+    fake.write("proc/4242/comm", "python\n")
+    hand = Path(__file__).resolve().parents[1] / "data" / "hand-written" / "proc"
+    fake.write("proc/net/tcp", (hand / "net-tcp-node-exporter-listening.txt").read_text())
+    fake.write("proc/net/tcp6", (hand / "net-tcp6-dcgm-exporter-listening.txt").read_text())
     fake.mkdir("sys/devices/system/node/node0")
     fake.mkdir("sys/devices/system/node/node1")
     fake.write("sys/devices/system/node/online", "0-1\n")
@@ -301,4 +315,8 @@ def build_fake_root(root: Path) -> FakeRoot:
     fake.nic("docker0", None, speed="-1")
     fake.nic("lo", None, driver="", mtu="65536", operstate="unknown")
     fake.ib_port("mlx5_0", "0000:3b:00.0", symbol_error=12, link_downed=1)
+    fake.write("sys/devices/pci0000:00/0000:3b:00.0/infiniband/mlx5_0/fw_ver", "28.39.1002\n")
+    fake.write("sys/devices/virtual/dmi/id/bios_version", "2.5.4\n")
+    fake.write("sys/devices/virtual/dmi/id/bios_date", "09/14/2023\n")
+    fake.link("sys/class/dmi/id", "sys/devices/virtual/dmi/id")
     return fake

@@ -153,6 +153,18 @@ SAMPLES = {
         HAND / "container/nvidia-ctk-cdi-list-found-0.txt",
         lambda f: f.scheduler.cdi_nvidia_devices == 0,
     ),
+    "nvidia-ctk-version": (
+        HAND / "container/nvidia-ctk-version-1.14.3.txt",
+        lambda f: f.scheduler.container_toolkit_version == "1.14.3",
+    ),
+    "ethtool-i": (
+        HAND / "ethtool/ethtool-i-connectx7-psid.txt",
+        lambda f: [n.firmware_version for n in f.nics] == ["28.36.1010"],
+    ),
+    "docker-run-nvidia-smi": (
+        HAND / "container/docker-run-gpus-could-not-select-device-driver.txt",
+        lambda f: f.scheduler.container_sees_gpus is False and not f.gpus,
+    ),
 }
 
 COMPUTE_APPS = (

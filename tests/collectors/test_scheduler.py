@@ -93,7 +93,17 @@ NODE_JSON = json.dumps(
     {
         "apiVersion": "v1",
         "kind": "Node",
-        "metadata": {"name": "gpu-node-01", "labels": {"nvidia.com/gpu.present": "true"}},
+        "metadata": {
+            "name": "gpu-node-01",
+            "labels": {
+                "nvidia.com/gpu.present": "true",
+                # GPU feature discovery's label (from the driver) and a hand-written one
+                # left over from the node's previous GPUs
+                "nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB",
+                "gpu-type": "h100",
+                "node.kubernetes.io/instance-type": "p4d.24xlarge",
+            },
+        },
         "status": {
             "capacity": {
                 "cpu": "192",
@@ -128,6 +138,8 @@ def pod(
     init: int | None = None,
     node: str | None = "gpu-node-01",
     unschedulable: str | None = None,
+    selector: dict[str, str] | None = None,
+    affinity_in: tuple[str, list[str]] | None = None,
 ) -> dict[str, Any]:
     res: dict[str, Any] = {}
     if requests is not None:
@@ -143,6 +155,18 @@ def pod(
         ]
     if node:
         spec["nodeName"] = node
+    if selector:
+        spec["nodeSelector"] = selector
+    if affinity_in:
+        key, values = affinity_in
+        expr = {"key": key, "operator": "In", "values": values}
+        spec["affinity"] = {
+            "nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {
+                    "nodeSelectorTerms": [{"matchExpressions": [expr]}]
+                }
+            }
+        }
     status: dict[str, Any] = {"phase": phase}
     if unschedulable:
         status["conditions"] = [
@@ -160,8 +184,18 @@ PODS_JSON = json.dumps(
     {
         "kind": "List",
         "items": [
-            pod("train-0", "Running", requests=4, limits=4),
-            pod("infer-0", "Running", limits=2),  # a limit alone implies the request
+            pod(
+                "train-0",
+                "Running",
+                requests=4,
+                limits=4,
+                affinity_in=(
+                    "nvidia.com/gpu.product",
+                    ["NVIDIA-A100-SXM4-80GB", "NVIDIA-A100-SXM4-40GB"],
+                ),
+            ),
+            # a limit alone implies the request; placed by the stale hand-written label
+            pod("infer-0", "Running", limits=2, selector={"gpu-type": "h100"}),
             pod("done-0", "Succeeded", requests=1),  # finished: holds nothing
             pod("stuck-0", "Pending", requests=1, init=2),  # init container needs 2
             pod("web-0", "Running"),
@@ -217,6 +251,14 @@ def test_kubernetes_counts(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     assert s.k8s_pods_with_gpu == 3
     assert s.k8s_pods_pending_gpu == 2  # stuck-0 here + want-gpu unbound
     assert s.unavailable == {}
+    assert s.k8s_node_name == "gpu-node-01"
+    assert s.k8s_node_gpu_product == "NVIDIA-A100-SXM4-80GB" and s.k8s_node_gpu_model == "a100"
+    assert s.k8s_node_instance_type == "p4d.24xlarge"
+    # no /proc/driver/nvidia here: compared with GFD's label; train-0's affinity matches
+    assert s.k8s_pods_wrong_gpu_type == 1
+    assert s.k8s_pods_wrong_gpu_type_detail == (
+        "ml/infer-0 asks for GPU h100; the node has nvidia.com/gpu.product=NVIDIA-A100-SXM4-80GB"
+    )
     # FQDN tried first, then the short name; every call has a request timeout.
     assert fake.calls[0][:4] == ["kubectl", "get", "node", "gpu-node-01.example.com"]
     assert fake.calls[1][:4] == ["kubectl", "get", "node", "gpu-node-01"]
@@ -652,3 +694,199 @@ def test_kubectl_garbage(text: str) -> None:
     parse_describe_node(text)
     facts = parse_describe_pod(text)
     assert facts.k8s_pod_gpu_requested in (0, None)
+
+
+# --------------------------------------------------------------------------- wrong node type
+
+A100_INFORMATION = """\
+Model: \t\t NVIDIA A100-SXM4-80GB
+IRQ:   \t\t 0
+GPU UUID: \t GPU-9c4d7a2e-3b1f-4e8a-a6d2-1f0e3c5b7a9d
+Video BIOS: \t 92.00.45.00.03
+Bus Type: \t PCIe
+DMA Size: \t 47 bits
+DMA Mask: \t 0x7fffffffffff
+Bus Location: \t 0000:07:00.0
+Device Minor: \t 0
+GPU Excluded:\t No
+"""
+
+
+def test_kubernetes_wrong_type_from_the_driver(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The driver's own names win over labels: a node whose GFD label was never set.
+    for bus in ("0000:07:00.0", "0000:0f:00.0"):
+        d = root / "proc/driver/nvidia/gpus" / bus
+        d.mkdir(parents=True)
+        (d / "information").write_text(A100_INFORMATION.replace("0000:07:00.0", bus))
+    planted = root / "proc/driver/nvidia/gpus/0000:47:00.0"
+    planted.symlink_to(root / "proc/driver/nvidia/gpus/0000:07:00.0")  # not followed
+    node = json.loads(NODE_JSON)
+    del node["metadata"]["labels"]["nvidia.com/gpu.product"]
+    pods = {
+        "kind": "List",
+        "items": [
+            pod(
+                "a",
+                "Running",
+                requests=8,
+                selector={"cloud.google.com/gke-accelerator": "nvidia-h100-80gb"},
+            ),
+            pod("b", "Running", requests=8, selector={"gpu": "true"}),  # names no model
+            pod("c", "Running", requests=1, affinity_in=("gpu-type", ["a100", "h100"])),
+            pod(
+                "d",
+                "Running",
+                requests=1,
+                selector={"node.kubernetes.io/instance-type": "p5.48xlarge"},
+            ),
+            pod("e", "Running", selector={"gpu-type": "h100"}),  # requests no GPU: not counted
+        ],
+    }
+    fake = FakeCommands(
+        k8s_answers(
+            **{
+                "kubectl get node gpu-node-01 ": json.dumps(node),
+                "kubectl get pods -A --field-selector spec.nodeName=gpu-node-01 ": json.dumps(pods),
+            }
+        )
+    )
+    facts, _ = run(KubernetesCollector(), root, fake, monkeypatch)
+    s = facts.scheduler
+    assert s is not None and s.k8s_node_gpu_product is None
+    assert s.k8s_pods_wrong_gpu_type == 2  # a (H100 on A100s) and d (instance type)
+    assert s.k8s_pods_wrong_gpu_type_detail == (
+        "ml/a asks for GPU nvidia-h100-80gb; the node has NVIDIA A100-SXM4-80GB"
+    )
+
+
+def test_kubernetes_wrong_type_nothing_to_compare(
+    root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    node = json.loads(NODE_JSON)
+    node["metadata"]["labels"] = {}
+    fake = FakeCommands(k8s_answers(**{"kubectl get node gpu-node-01 ": json.dumps(node)}))
+    facts, _ = run(KubernetesCollector(), root, fake, monkeypatch)
+    assert facts.scheduler is not None and facts.scheduler.k8s_pods_wrong_gpu_type is None
+
+
+GUIDE_T11 = (Path(__file__).resolve().parents[1] / "data/guide-samples/t11.txt").read_text()
+
+
+def test_describe_pod_the_guides_flattened_sample() -> None:
+    # As the guide prints it: no Containers: title, no container name, no indentation.
+    facts = parse_describe_pod(GUIDE_T11)
+    assert facts.k8s_pod_gpu_requested == 1
+    assert facts.k8s_pod_scheduled is True and facts.k8s_pod_node == "gpu-node-12"
+    assert facts.k8s_pod_node_selector == "gpu=true"
+    assert facts.k8s_pod_gpu_wanted is None  # a presence selector names no model
+
+
+@pytest.mark.parametrize(
+    "variant",
+    [
+        lambda t: t,
+        lambda t: "\n".join("    " + line for line in t.splitlines()),  # quoted, indented
+        lambda t: t.replace("\n", "\r\n"),
+        lambda t: "cr0x@server:~$ kubectl describe pod infer-6c9c8d7f6f-kp2xw\n" + t,
+        lambda t: t.replace("Limits:\nnvidia.com/gpu: 1\n", ""),  # requests only
+    ],
+)
+def test_describe_pod_the_guides_sample_variations(variant: Callable[[str], str]) -> None:
+    facts = parse_describe_pod(variant(GUIDE_T11))
+    assert (facts.k8s_pod_gpu_requested, facts.k8s_pod_node) == (1, "gpu-node-12")
+
+
+def test_describe_pod_selector_and_admission() -> None:
+    f = parse_describe_pod(
+        (HAND / "k8s/describe-pod-running-selects-h100-custom-label.txt").read_text()
+    )
+    assert (f.k8s_pod_gpu_requested, f.k8s_pod_node) == (8, "gpu-a100-07")
+    assert f.k8s_pod_node_selector == "gpu-type=h100, kubernetes.io/os=linux"
+    assert (f.k8s_pod_gpu_wanted_label, f.k8s_pod_gpu_wanted_model) == ("gpu-type", "h100")
+    assert f.k8s_pod_gpu_admission_failed is None
+    f = parse_describe_pod(
+        (HAND / "k8s/describe-pod-failed-unexpected-admission-gpu.txt").read_text()
+    )
+    assert f.k8s_pod_gpu_admission_failed is True and f.k8s_pod_node == "cpu-node-03"
+    assert f.k8s_pod_status_message is not None
+    assert f.k8s_pod_status_message.startswith("Pod was rejected: Allocate failed")
+    assert f.k8s_pod_node_selector is None  # <none>
+
+
+def test_describe_node_labels() -> None:
+    text = (HAND / "k8s/describe-node-a100-gfd-labels-stale-gpu-type.txt").read_text()
+    node = parse_describe_node_detail(text)
+    assert node.labels["gpu-type"] == "h100" and node.labels["nvidia.com/gpu.count"] == "8"
+    f = parse_describe_node(text)
+    assert (f.k8s_node_name, f.k8s_node_gpu_product) == ("gpu-a100-07", "NVIDIA-A100-SXM4-80GB")
+    assert f.k8s_node_gpu_model == "a100" and f.k8s_node_instance_type is None
+    flat = "\n".join(line.strip() for line in text.splitlines())  # a flattened paste
+    assert parse_describe_node(flat).k8s_node_gpu_product == "NVIDIA-A100-SXM4-80GB"
+
+
+@pytest.mark.parametrize(
+    ("text", "model"),
+    [
+        ("NVIDIA H100 80GB HBM3", "h100"),
+        ("NVIDIA-H100-80GB-HBM3", "h100"),
+        ("NVIDIA A100-SXM4-80GB", "a100"),
+        ("NVIDIA-A100-SXM4-40GB-MIG-1g.5gb", "a100"),
+        ("nvidia-tesla-t4", "t4"),
+        ("nvidia-h100-80gb", "h100"),
+        ("NVIDIA L40S", "l40s"),
+        ("NVIDIA A10G", "a10g"),
+        ("NVIDIA A10", "a10"),
+        ("NVIDIA GH200 480GB", "gh200"),
+        ("NVIDIA H100 NVL", "h100"),
+        ("NVIDIA RTX A6000", "a6000"),
+        ("NVIDIA GeForce RTX 4090", "rtx4090"),
+        ("Tesla V100-SXM2-32GB", "v100"),
+        ("h100", "h100"),
+        ("true", None),
+        ("large", None),
+        ("", None),
+        (None, None),
+        ("x" * 500, None),
+    ],
+)
+def test_gpu_model(text: str | None, model: str | None) -> None:
+    from gpu_triage.model.gpu_models import gpu_model
+
+    assert gpu_model(text) == model
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        {"nodeSelector": ["gpu-type", "h100"]},
+        {"affinity": {"nodeAffinity": "required"}},
+        {
+            "affinity": {
+                "nodeAffinity": {
+                    "requiredDuringSchedulingIgnoredDuringExecution": {
+                        "nodeSelectorTerms": [None, 3]
+                    }
+                }
+            }
+        },
+        {
+            "affinity": {
+                "nodeAffinity": {
+                    "requiredDuringSchedulingIgnoredDuringExecution": {
+                        "nodeSelectorTerms": [
+                            {
+                                "matchExpressions": [
+                                    {"key": "gpu-type", "operator": "In", "values": None}
+                                ]
+                            }
+                        ]
+                    }
+                }
+            }
+        },
+    ],
+)
+def test_wrong_gpu_type_odd_specs_require_nothing(spec: dict[str, Any]) -> None:
+    from gpu_triage.collectors.scheduler import wrong_gpu_type
+
+    assert wrong_gpu_type({"spec": spec}, {"a100"}, "p4d.24xlarge") is None

@@ -331,11 +331,12 @@ def test_fact_producers_file_is_fresh() -> None:
 
 def test_producers_are_measured_not_declared() -> None:
     table = load_producers()
-    # NVML and the nvidia-smi parsers produce GPU utilisation; nothing sets a field no
-    # collector writes (a test container's view is never collected).
+    # NVML and the nvidia-smi parsers produce GPU utilisation; a test container's view is
+    # never collected live: only the parser of its output (the runbook step, a paste)
+    # sets it.
     assert "collector:nvml" in table["gpu.utilization_gpu_pct"]
     assert "parser:nvidia-smi" in table["gpu.utilization_gpu_pct"]
-    assert table["scheduler.container_sees_gpus"] == ()
+    assert table["scheduler.container_sees_gpus"] == ("parser:docker-run-nvidia-smi",)
     assert "history:counters" in table["ib.link_downed_delta"]
     assert "engine:enrich" in table["xid.meaning"]
     assert table["site.expected_gpu_count"] == ("supplied:site",)

@@ -1,0 +1,58 @@
+"""A one-shot command ends its process without the interpreter's teardown (cold start):
+its output is whole, its exit code the verdict's, and the durable_rules worker it started
+ends with it."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+
+def _workers() -> dict[int, int]:
+    """pid -> parent pid of every durable_rules worker process on the machine."""
+    out = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            cmd = Path(f"/proc/{entry}/cmdline").read_bytes()
+            stat = Path(f"/proc/{entry}/stat").read_text()
+        except OSError:
+            continue
+        if b"gpu_triage.engine.durable_worker" in cmd:
+            out[int(entry)] = int(stat.rsplit(")", 1)[1].split()[1])
+    return out
+
+
+def test_run_exits_with_its_verdict_its_output_whole_and_no_worker_left(tmp_path: Path) -> None:
+    before = set(_workers())
+    out = tmp_path / "findings.json"
+    res = subprocess.run(
+        [sys.executable, "-m", "gpu_triage", "run", "--demo", "--format", "json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "GPU_TRIAGE_CACHE_DIR": str(tmp_path / "cache")},
+    )
+    doc = json.loads(res.stdout)  # stdout flushed whole before the process ended
+    assert res.returncode == doc["exit_status"] != 0
+    res = subprocess.run(
+        [sys.executable, "-m", "gpu_triage", "run", "--demo", "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "GPU_TRIAGE_CACHE_DIR": str(tmp_path / "cache")},
+    )
+    assert json.loads(out.read_text())["exit_status"] == res.returncode
+    me = os.getpid()
+    deadline = time.monotonic() + 10
+    while True:  # the workers those runs started see their stdin close and end
+        left = {p for p, ppid in _workers().items() if p not in before and ppid != me}
+        if not left or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
+    assert not left
