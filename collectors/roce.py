@@ -14,7 +14,10 @@ RoCE needs the network to be told how to handle congestion: ECN marking with DCQ
   sleep) and turned into rates: the port's ``hw_counters`` (np_cnp_sent, rp_cnp_handled,
   np_ecn_marked_roce_packets, out_of_sequence, packet_seq_err) and the interface's
   ``ethtool -S`` pause counters (rx/tx_prioN_pause, rx/tx_pause_ctrl_phy,
-  rx/tx_prioN_pause_duration, tx_pause_storm_error_events).
+  rx/tx_prioN_pause_duration, tx_pause_storm_error_events) and RDMA packets
+  (rx/tx_vport_rdma_unicast_packets: whether the port carries RoCE traffic at all; a
+  frontend ConnectX port in Ethernet mode has an RDMA device too, and PFC off there is
+  no fault).
 
 Adaptive routing is not here: it is chosen by the switches and the subnet manager, and
 nothing under /sys/class/infiniband or /sys/class/net says whether it is on.
@@ -54,7 +57,7 @@ HW_COUNTERS = (
     "packet_seq_err",
 )
 _IFNAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:@-]{0,14}$")  # IFNAMSIZ - 1, no leading '-'
-_KEPT_STAT = re.compile(r"pause|storm")
+_KEPT_STAT = re.compile(r"pause|storm|rdma")
 TOOL_TIMEOUT_S = 5.0
 RATE_FIELDS = (
     "cnp_sent_per_s",
@@ -69,6 +72,7 @@ PAUSE_FIELDS = (
     "tx_paused_pct",
     "pause_storm_events",
     "pause_storm_events_added",
+    "rdma_packets_per_s",
 )
 
 
@@ -285,6 +289,12 @@ def _paused_pct(a: dict[int, int] | None, b: dict[int, int] | None, elapsed: flo
     return round(min(worst, 100.0), 2)
 
 
+def _rdma(stats: dict[str, int]) -> int | None:
+    names = ("rx_vport_rdma_unicast_packets", "tx_vport_rdma_unicast_packets")
+    known = [stats[n] for n in names if n in stats]
+    return sum(known) if known else None
+
+
 def _pauses(
     port: IbPortFacts, a: dict[str, int] | None, b: dict[str, int] | None, elapsed: float
 ) -> None:
@@ -300,6 +310,7 @@ def _pauses(
         "pause_storm_events_added": None
         if pa.storm_events is None or pb.storm_events is None
         else max(0, pb.storm_events - pa.storm_events),
+        "rdma_packets_per_s": _rate(_rdma(a), _rdma(b), elapsed),
     }
     for fld, value in values.items():
         if value is None:

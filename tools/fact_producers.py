@@ -191,7 +191,7 @@ def from_collectors(kernel_logs: list[Path], tmp: Path) -> Iterator[tuple[str, A
         roce_outputs.ethtool_s(rx_pause=10, tx_pause=5, rx_us=100, tx_us=50, storms=1),
     )
     fake.second["ethtool-S-ens1f0np0.txt"] = roce_outputs.ethtool_s(
-        rx_pause=900, tx_pause=70, rx_us=90_000, tx_us=4_000, storms=2
+        rx_pause=900, tx_pause=70, rx_us=90_000, tx_us=4_000, storms=2, rdma=1_723_200_000
     )
     roce_tools = roce_outputs.tools(tmp / "roce-bin", fake.root)
     facts = Facts()

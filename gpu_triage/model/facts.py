@@ -788,6 +788,11 @@ class IbPortFacts(FactModel):
     pause_storm_events_added: int | None = fact(
         "events", "RoCE: pause-storm guard events added over the window"
     )
+    rdma_packets_per_s: float | None = fact(
+        "packets/s",
+        "RoCE: RDMA packets through the port over the window (rx + tx_vport_rdma_unicast_packets, "
+        "ethtool -S): the port carries RoCE traffic when above 0",
+    )
 
     @computed_field(  # type: ignore[prop-decorator]
         description="device family of the HCA firmware version (its first number)",

@@ -13,7 +13,14 @@ from pathlib import Path
 
 
 def ethtool_s(
-    *, rx_pause: int, tx_pause: int, rx_us: int, tx_us: int, storms: int = 0, ctrl: int = 0
+    *,
+    rx_pause: int,
+    tx_pause: int,
+    rx_us: int,
+    tx_us: int,
+    storms: int = 0,
+    ctrl: int = 0,
+    rdma: int = 1723114407,
 ) -> str:
     """An mlx5 ``ethtool -S`` excerpt (the real one has ~1,500 lines) with PFC on prio 3."""
     return f"""NIC statistics:
@@ -21,7 +28,8 @@ def ethtool_s(
      rx_bytes: 2521190553164
      tx_packets: 1720145544
      tx_bytes: 2398013321290
-     rx_vport_rdma_unicast_packets: 1723114407
+     rx_vport_rdma_unicast_packets: {rdma}
+     tx_vport_rdma_unicast_packets: 1620033101
      rx_out_of_buffer: 0
      rx_discards_phy: 0
      rx_pause_ctrl_phy: {ctrl}

@@ -143,7 +143,9 @@ def test_roce_port_configuration_and_rates(fake: FakeRoot, tmp_path: Path) -> No
     _roce(
         fake,
         first=out.ethtool_s(rx_pause=1_000, tx_pause=0, rx_us=0, tx_us=0),
-        second=out.ethtool_s(rx_pause=61_000, tx_pause=0, rx_us=1_200_000, tx_us=0),
+        second=out.ethtool_s(
+            rx_pause=61_000, tx_pause=0, rx_us=1_200_000, tx_us=0, rdma=1_725_114_407
+        ),
         hw_second={
             "np_cnp_sent": 1_000,
             "rp_cnp_handled": 402_000,
@@ -163,6 +165,7 @@ def test_roce_port_configuration_and_rates(fake: FakeRoot, tmp_path: Path) -> No
     assert (p.rx_pause_per_s, p.tx_pause_per_s) == (30_000, 0)
     assert (p.rx_paused_pct, p.tx_paused_pct) == (60.0, 0.0)
     assert (p.pause_storm_events, p.pause_storm_events_added) == (0, 0)
+    assert p.rdma_packets_per_s == 1_000_000  # it carries RoCE traffic
     # the InfiniBand port of the same node has none of it, and no reason either
     ib = next(q for q in facts.ib_ports if q.ca_name == "mlx5_0")
     assert ib.netdev is None and "netdev" not in ib.unavailable
@@ -177,6 +180,7 @@ def test_ethtool_evidence_keeps_only_the_lines_used(fake: FakeRoot, tmp_path: Pa
     HostCollector(sleep=fake.sleep).collect(ctx, facts)
     kept = next(r.text for r in ctx.raw if r.source == f"ethtool -S {IF}")
     assert "rx_prio3_pause: 1" in kept and "rx_bytes" not in kept
+    assert "rx_vport_rdma_unicast_packets" in kept
 
 
 def test_ecn_off_and_pfc_off_from_mlnx_qos(fake: FakeRoot, tmp_path: Path) -> None:
