@@ -12,31 +12,35 @@ import time
 from pathlib import Path
 
 
-def _workers() -> dict[int, int]:
-    """pid -> parent pid of every durable_rules worker process on the machine."""
-    out = {}
+def _workers(home: Path) -> set[int]:
+    """The durable_rules workers started by a run whose HOME is ``home`` (the worker
+    keeps HOME from its parent's environment: other tests' workers have another)."""
+    mark = f"HOME={home}".encode()
+    out = set()
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
         try:
             cmd = Path(f"/proc/{entry}/cmdline").read_bytes()
-            stat = Path(f"/proc/{entry}/stat").read_text()
+            env = Path(f"/proc/{entry}/environ").read_bytes().split(b"\0")
         except OSError:
             continue
-        if b"gpu_triage.engine.durable_worker" in cmd:
-            out[int(entry)] = int(stat.rsplit(")", 1)[1].split()[1])
+        if b"gpu_triage.engine.durable_worker" in cmd and mark in env:
+            out.add(int(entry))
     return out
 
 
 def test_run_exits_with_its_verdict_its_output_whole_and_no_worker_left(tmp_path: Path) -> None:
-    before = set(_workers())
+    home = tmp_path / "home"
+    home.mkdir()
+    env = {**os.environ, "GPU_TRIAGE_CACHE_DIR": str(tmp_path / "cache"), "HOME": str(home)}
     out = tmp_path / "findings.json"
     res = subprocess.run(
         [sys.executable, "-m", "gpu_triage", "run", "--demo", "--format", "json"],
         capture_output=True,
         text=True,
         timeout=120,
-        env={**os.environ, "GPU_TRIAGE_CACHE_DIR": str(tmp_path / "cache")},
+        env=env,
     )
     doc = json.loads(res.stdout)  # stdout flushed whole before the process ended
     assert res.returncode == doc["exit_status"] != 0
@@ -45,13 +49,12 @@ def test_run_exits_with_its_verdict_its_output_whole_and_no_worker_left(tmp_path
         capture_output=True,
         text=True,
         timeout=120,
-        env={**os.environ, "GPU_TRIAGE_CACHE_DIR": str(tmp_path / "cache")},
+        env=env,
     )
     assert json.loads(out.read_text())["exit_status"] == res.returncode
-    me = os.getpid()
     deadline = time.monotonic() + 10
     while True:  # the workers those runs started see their stdin close and end
-        left = {p for p, ppid in _workers().items() if p not in before and ppid != me}
+        left = _workers(home)
         if not left or time.monotonic() > deadline:
             break
         time.sleep(0.05)
