@@ -16,12 +16,11 @@ root is neither followed nor blocked on. At most MAX_PIDS processes are looked a
 from __future__ import annotations
 
 import os
-import stat
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from gpu_triage.collectors.base import CollectContext
 from gpu_triage.collectors.parsers.proc_net_tcp import listening_ports
+from gpu_triage.io.files import read_small
 from gpu_triage.model.facts import HostFacts, UnavailableReason
 
 MAX_PIDS = 65536
@@ -46,26 +45,6 @@ class Scan:
     sees_host: bool = False  # the host PID namespace is visible
     ports: set[int] = field(default_factory=set)
     ports_read: bool = False
-
-
-def read_small(path: Path, cap: int) -> str | None:
-    """The first ``cap`` bytes of a regular file, never through a link; None otherwise."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError:
-        return None
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return None
-        chunks, size = [], 0
-        while size < cap and (chunk := os.read(fd, cap - size)):
-            chunks.append(chunk)
-            size += len(chunk)
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
-    return b"".join(chunks).decode("utf-8", errors="replace")
 
 
 def _program(ctx: CollectContext, pid: str) -> str | None:

@@ -29,9 +29,7 @@ thousands of lines only those used are kept as evidence.
 
 from __future__ import annotations
 
-import os
 import re
-import stat
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -46,6 +44,7 @@ from gpu_triage.collectors.parsers.roce import (
     parse_mlnx_qos_pfc,
     pause_counters,
 )
+from gpu_triage.io.files import read_small
 from gpu_triage.model.facts import IbPortFacts, UnavailableReason
 
 NAME = "host"
@@ -95,20 +94,7 @@ class RoceReading:
 
 
 def _read(path: Path) -> str | None:
-    """A sysfs attribute's text (4 KiB at most), or None. Only a regular file is read, and
-    without blocking: a FIFO planted in a recorded tree cannot stall the collector."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY)
-    except OSError:
-        return None
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return None
-        return os.read(fd, 4096).decode("utf-8", errors="replace")
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
+    return read_small(path, 4096)
 
 
 def _int(text: str | None) -> int | None:

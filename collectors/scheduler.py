@@ -18,7 +18,6 @@ from typing import Any
 
 from gpu_triage.collectors.base import CollectContext, CollectorUnavailable
 from gpu_triage.collectors.merge import merge_fields
-from gpu_triage.collectors.observability import read_small
 from gpu_triage.collectors.parsers.container_runtime import (
     CDI_GPU_KIND,
     cdi_list_facts,
@@ -31,6 +30,7 @@ from gpu_triage.collectors.parsers.container_runtime import (
 )
 from gpu_triage.collectors.parsers.kubectl import container_runtime_name, node_label_facts
 from gpu_triage.io.commands import CommandResult
+from gpu_triage.io.files import read_small
 from gpu_triage.io.yamlio import YamlError, load_one
 from gpu_triage.model.facts import Facts, SchedulerFacts, UnavailableReason
 from gpu_triage.model.gpu_models import (

@@ -445,3 +445,25 @@ def ensure_file(path: StrPath, *, mode: int = DEFAULT_MODE) -> None:
             _fsync_dir(dfd)
     finally:
         os.close(dfd)
+
+
+def read_small(path: Path, cap: int) -> str | None:
+    """The first ``cap`` bytes of a regular file (a sysfs or procfs attribute), never
+    through a link and without blocking (a FIFO planted in a recorded tree cannot stall a
+    collector); None otherwise."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        chunks, size = [], 0
+        while size < cap and (chunk := os.read(fd, cap - size)):
+            chunks.append(chunk)
+            size += len(chunk)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    return b"".join(chunks).decode("utf-8", errors="replace")
