@@ -1159,10 +1159,14 @@ LINE_KINDS: tuple[LineKind, ...] = (
         ("NVRM: GPU at", "NVRM: The NVIDIA GPU", "NVRM: (PCI ID"),
         KernelLogParser.on_identity,
     ),
-    # The driver prints every "fallen off the bus" form after "NVRM:" (the multi-line
-    # report's third line holds nothing else); a message pasted alone keeps "GPU has".
+    # The driver's "fallen off the bus" forms: "GPU has fallen off the bus" (alone, or after
+    # an Xid 79), "NVRM: GPU [at] 0000:..: [GPU] has fallen ...", the older report's first
+    # line ("NVRM: The NVIDIA GPU ...", the GPU and time) and its third ("NVRM: fallen off
+    # the bus ..."). Not every "NVRM" line: the driver's load notices are chatter.
     LineKind(
-        "bus_loss", ("NVRM", "GPU has fallen", "Fallen", "FALLEN"), KernelLogParser.on_bus_loss
+        "bus_loss",
+        ("GPU has fallen", "NVRM: GPU", "NVRM: fallen", "NVRM: The NVIDIA GPU", "Fallen", "FALLEN"),
+        KernelLogParser.on_bus_loss,
     ),
     LineKind("pcie_limit", ("PCIe bandwidth",), KernelLogParser.on_pcie_limit),
     LineKind(
@@ -1202,7 +1206,6 @@ LINE_KINDS: tuple[LineKind, ...] = (
             "aer_uncor",
             "Error of this Agent",
             "Root Port",
-            "evice recovery",
             "'t recover",  # the kernel's "can't recover (no error_detected callback)"
         ),
         KernelLogParser.on_aer,
@@ -1350,5 +1353,6 @@ def parse_kernel_log(
     whose time is known gets ``age_s``. Never raises on junk input.
     """
     parser = KernelLogParser(source, boot_time=boot_time, year=year, now=now)
-    parser.feed(text)
-    return parser.finish()
+    with _gc_paused():  # one pause: the collector would walk the drafts between the two
+        parser.feed(text)
+        return parser.finish()
