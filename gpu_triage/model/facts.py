@@ -12,6 +12,7 @@ why, its reason sits in the fact's ``unavailable`` map (field name ->
 from __future__ import annotations
 
 import re
+import threading
 from datetime import datetime
 from enum import StrEnum
 from typing import Any
@@ -80,6 +81,25 @@ DERIVED_FROM: dict[str, tuple[str, ...]] = {
 
 
 _COMPUTED: dict[type, frozenset[str]] = {}
+_BUILT = threading.Lock()
+_built: list[bool] = []
+
+
+def build_fact_validators() -> None:
+    """Build the validator of every fact model now, once. They are built on first use
+    (defer_build: a cold start builds only what it touches), and pydantic's first-use
+    build is not thread-safe: collectors that first use a model at the same time in their
+    threads get "validate_assignment is not supported" from all but one. Whoever starts
+    threads that create facts calls this first."""
+    with _BUILT:
+        if _built:
+            return
+        todo = list(FactModel.__subclasses__())
+        while todo:
+            cls = todo.pop()
+            todo.extend(cls.__subclasses__())
+            cls.model_rebuild()
+        _built.append(True)
 
 
 class FactModel(BaseModel):
