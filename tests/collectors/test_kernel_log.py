@@ -1578,3 +1578,13 @@ def test_oom_summary_line_is_read_with_its_kill() -> None:
         "/kubepods/pod1",
         "/kubepods/pod1/c1",
     )
+
+
+def test_a_pattern_joins_the_alternation_only_by_a_first_character_it_always_has() -> None:
+    from gpu_triage.collectors.parsers.kernel_log import _literal_head
+
+    assert _literal_head(r"\[\s?\d{1,2}\]\s") == "["
+    assert _literal_head("Xid") == "X"
+    assert _literal_head(r"x?NVRM") is None  # may start at N
+    assert _literal_head(r"\[*ab") is None
+    assert _literal_head(r"(?i)nvlink") is None
