@@ -6,19 +6,22 @@ from __future__ import annotations
 import subprocess
 import sys
 
-# Eight threads assign to a fact model no one has used yet; prints what failed.
+# Sixteen threads, released together, assign to a fact model no one has used yet; the
+# child prints how many failed.
 CHILD = """
 import threading
 from gpu_triage.model import facts as F
 {prepare}
 errors = []
+ready = threading.Barrier(16)
 def work():
+    ready.wait()  # all at once: the first uses overlap
     try:
         link = F.NvlinkFacts(gpu_index=0, link=0)
         link.active = True
     except Exception as exc:
         errors.append(repr(exc))
-threads = [threading.Thread(target=work) for _ in range(8)]
+threads = [threading.Thread(target=work) for _ in range(16)]
 for t in threads:
     t.start()
 for t in threads:
@@ -39,9 +42,9 @@ def _failures(prepare: str) -> int:
 
 
 def test_first_use_in_threads_fails_without_the_build_and_not_with_it() -> None:
-    # the hazard itself (if a pydantic release makes the first use thread-safe, the first
-    # assertion fails and build_fact_validators may go)
-    assert _failures("") > 0
+    # the hazard itself, timing-dependent: seen in one of a few tries (if a pydantic
+    # release makes the first use thread-safe, this fails and build_fact_validators may go)
+    assert any(_failures("") > 0 for _ in range(5))
     assert _failures("F.build_fact_validators()") == 0
 
 
