@@ -247,17 +247,21 @@ def _counters(port: IbPortFacts, a: dict[str, int], b: dict[str, int], elapsed: 
         known = [r for r in rates if r is not None]
         return round(sum(known), 3) if known else None
 
-    values = {
+    values: dict[str, float | int | None] = {
         "cnp_sent_per_s": grown("np_cnp_sent"),
         "cnp_handled_per_s": grown("rp_cnp_handled"),
         "ecn_marked_per_s": grown("np_ecn_marked_roce_packets"),
         "out_of_sequence_per_s": grown("out_of_sequence", "packet_seq_err"),
     }
+    _set_rates(port, values, "counter absent from the port's hw_counters")
+
+
+def _set_rates(port: IbPortFacts, values: dict[str, float | int | None], absent: str) -> None:
+    """Each value on ``port``; one that could not be computed is unavailable, ``absent``
+    saying why."""
     for fld, value in values.items():
         if value is None:
-            port.mark_unavailable(
-                fld, UnavailableReason.NOT_SUPPORTED, "counter absent from the port's hw_counters"
-            )
+            port.mark_unavailable(fld, UnavailableReason.NOT_SUPPORTED, absent)
         else:
             setattr(port, fld, value)
 
@@ -298,13 +302,7 @@ def _pauses(
         else max(0, pb.storm_events - pa.storm_events),
         "rdma_packets_per_s": _rate(_rdma(a), _rdma(b), elapsed),
     }
-    for fld, value in values.items():
-        if value is None:
-            port.mark_unavailable(
-                fld, UnavailableReason.NOT_SUPPORTED, "counter absent from ethtool -S"
-            )
-        else:
-            setattr(port, fld, value)
+    _set_rates(port, values, "counter absent from ethtool -S")
 
 
 def fill_roce(

@@ -31,8 +31,10 @@ from typing import Any
 
 from gpu_triage.model.facts import FactModel, GpuFacts, UnavailableReason
 from gpu_triage.model.snapshot import Snapshot
+from gpu_triage.ops.fleet_read import BAND_BOUNDS, BAND_NAMES
 
-BANDS = (("idle", 10.0), ("light", 70.0), ("busy", math.inf))  # GPU util below the bound
+# (name, GPU utilisation below which a reading is in it): the fleet view's bands
+BANDS = tuple(zip(BAND_NAMES, (*BAND_BOUNDS, math.inf), strict=True))
 MIN_RUNS = 20
 MAX_PER_BAND = 96  # 8 hours of 5-minute runs when the GPU stays in one band
 MAX_AGE = timedelta(days=14)

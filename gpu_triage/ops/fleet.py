@@ -26,6 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from gpu_triage.io.escape import md_code, md_text
 from gpu_triage.ops.fleet_read import (
     BAND_BOUNDS,
+    BAND_NAMES,
     DEFAULT_UTIL_TARGET,
     SEV_RANK,
     FleetRead,
@@ -58,7 +59,6 @@ ANOMALY_MIN_RUNS = 20  # earlier runs of a GPU at the same load before it is jud
 ANOMALY_Z = 6.0
 ANOMALY_RISE_C = 10.0
 ANOMALY_MIN_SD_C = 1.0
-BAND_NAMES = ("idle", "light", "busy")
 REGRESSION_P = 0.01  # one-sided Fisher p below which a driver is suspected
 CORRELATED = (
     "intervals treat samples as independent; runs of one node are correlated, so read "
@@ -565,20 +565,18 @@ def _history_anomalies(nodes: dict[str, NodeState], top: int) -> tuple[list[GpuA
             if temp is None or util is None or w is None:
                 continue
             b = band_index(util)
+            seen = {
+                "node": host,
+                "gpu": g["bus"],
+                "serial": g["serial"],
+                "band": BAND_NAMES[b],
+                "temp_c": round(temp, 1),
+            }
             if g["temp_z"] is not None:  # the node judged it: robust, and not fooled by
                 judged += 1  # an anomaly that lasts (it widens a mean's deviation)
                 if g["temp_z"] >= ANOMALY_Z:
-                    out.append(
-                        GpuAnomaly(
-                            node=host,
-                            gpu=g["bus"],
-                            serial=g["serial"],
-                            band=BAND_NAMES[b],
-                            temp_c=round(temp, 1),
-                            z=round(g["temp_z"], 1),
-                            judged_by="node baseline",
-                        )
-                    )
+                    z = round(g["temp_z"], 1)
+                    out.append(GpuAnomaly(**seen, z=z, judged_by="node baseline"))
                 continue
             n = w.band_n[b] - 1  # the latest run is in the sums: leave it out
             if n < ANOMALY_MIN_RUNS:
@@ -591,11 +589,7 @@ def _history_anomalies(nodes: dict[str, NodeState], top: int) -> tuple[list[GpuA
             if z >= ANOMALY_Z and temp - mean >= ANOMALY_RISE_C:
                 out.append(
                     GpuAnomaly(
-                        node=host,
-                        gpu=g["bus"],
-                        serial=g["serial"],
-                        band=BAND_NAMES[b],
-                        temp_c=round(temp, 1),
+                        **seen,
                         history_mean_c=round(mean, 1),
                         history_sd_c=round(sd, 2),
                         z=round(z, 1),

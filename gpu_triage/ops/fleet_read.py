@@ -43,13 +43,14 @@ def worse(a: str, b: str) -> str:
 
 
 # Load bands of the per-GPU temperature baseline: GPU utilisation below 10 % is idle,
-# below 70 % light, else busy (the same bands as ops/baseline.py's BANDS; a test holds
-# them equal).
+# below 70 % light, else busy (ops/baseline.py's BANDS are made from these).
 BAND_BOUNDS = (10.0, 70.0)
+BAND_NAMES = ("idle", "light", "busy")
+IDLE_BELOW, LIGHT_BELOW = BAND_BOUNDS
 
 
 def band_index(util: float) -> int:
-    return 0 if util < BAND_BOUNDS[0] else 1 if util < BAND_BOUNDS[1] else 2
+    return 0 if util < IDLE_BELOW else 1 if util < LIGHT_BELOW else 2
 
 
 @dataclass(slots=True)
@@ -301,7 +302,7 @@ def fold(st: NodeState, rec: dict[str, Any], where: tuple[int, int], opts: ReadO
             w.temp_n += 1
             w.temp_sum += temp
             if util_ok:
-                b = 0 if util < 10.0 else 1 if util < 70.0 else 2  # band_index, inlined
+                b = 0 if util < IDLE_BELOW else 1 if util < LIGHT_BELOW else 2  # band_index
                 w.band_n[b] += 1
                 w.band_sum[b] += temp
                 w.band_sq[b] += temp * temp
