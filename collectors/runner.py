@@ -28,7 +28,7 @@ from gpu_triage.collectors.nvml import NvmlCollector, normalize_bus_id
 from gpu_triage.collectors.process_placement import place_processes
 from gpu_triage.io.node_identity import local_identity
 from gpu_triage.model.catalog import kinds as catalog_kinds
-from gpu_triage.model.facts import Facts, build_fact_validators
+from gpu_triage.model.facts import Facts
 from gpu_triage.model.snapshot import CollectorState, CollectorStatus, RawOutput, Snapshot
 
 # Time a collector gets beyond the sampling window when neither the caller nor the
@@ -125,7 +125,6 @@ def collect_snapshot(
     """
     collectors = list(default_collectors() if collectors is None else collectors)
     ctx = ctx or CollectContext()
-    build_fact_validators()  # before the threads: a first use in two at once fails
     taken_at = datetime.now(UTC)
     done: queue.Queue[_Outcome] = queue.Queue()
     runs: list[_Run] = []

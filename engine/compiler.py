@@ -109,6 +109,8 @@ class Rulebook:
     # (register, bit) -> (class, meaning) for Xid 74; Xid -> decode rows for 144-150
     xid74_bits: dict[tuple[int, int], tuple[str, str]] = field(default_factory=dict)
     nvlink5_rules: dict[int, list[Nvlink5Rule]] = field(default_factory=dict)
+    # what a backend compiles from this rulebook (the durable_rules ruleset), cached with it
+    derived: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @functools.cached_property
     def overlays(self) -> list[str]:

@@ -33,6 +33,7 @@ from typing import Any
 
 from gpu_triage.engine import durable_worker as worker
 from gpu_triage.engine import expr as E
+from gpu_triage.engine import rulebook_cache
 from gpu_triage.engine.backend import BackendFailure, ReferenceBackend, Verdicts
 from gpu_triage.engine.compiler import CompiledRule, Rulebook
 from gpu_triage.engine.inputs import Binding, EvalInput, plain
@@ -274,11 +275,30 @@ def compile_ruleset(book: Rulebook) -> tuple[dict[str, Any], dict[str, RuleProgr
     return ruleset, programs
 
 
+def compiled(book: Rulebook) -> tuple[str, dict[str, RuleProgram]]:
+    """The ruleset as the worker's load request reads it, and the programs: compiled once
+    per rulebook and kept with it in the rulebook cache (a cold start reads them)."""
+    done = book.derived.get(DERIVED)
+    if done is None:
+        done = book.derived[DERIVED] = _compile(book)
+    text, programs = done
+    return text, programs
+
+
+def _compile(book: Rulebook) -> tuple[str, dict[str, RuleProgram]]:
+    ruleset, programs = compile_ruleset(book)
+    return json.dumps(ruleset), programs
+
+
+DERIVED = "durable"
+rulebook_cache.DERIVED[DERIVED] = _compile
+
+
 class DurableBackend:
     name = "durable"
 
     def __init__(self, book: Rulebook, worker_argv: list[str] | None = None) -> None:
-        self.ruleset, self.programs = compile_ruleset(book)
+        self.ruleset_text, self.programs = compiled(book)
         self._by_index = {p.index: p for p in self.programs.values()}
         self.too_large = sorted(
             r for r, p in self.programs.items() if p.size > MAX_PATTERN_EXPRESSIONS
@@ -297,16 +317,19 @@ class DurableBackend:
     def _start(self) -> None:
         spare = worker.take_spare() if self.worker_argv == worker.worker_argv() else None
         self._proc = spare or worker.spawn(self.worker_argv)
-        reply = self._request({"op": "load", "ruleset": self.ruleset})
+        reply = self._send('{"op": "load", "ruleset": ' + self.ruleset_text + "}")
         if not reply.get("ok"):
             self.close()
             raise BackendFailure(reply.get("error", "durable_rules refused the ruleset"))
 
     def _request(self, req: dict[str, Any]) -> dict[str, Any]:
+        return self._send(json.dumps(req))
+
+    def _send(self, line: str) -> dict[str, Any]:
         proc = self._proc
         assert proc is not None and proc.stdin is not None and proc.stdout is not None
         try:
-            proc.stdin.write(json.dumps(req) + "\n")
+            proc.stdin.write(line + "\n")
             proc.stdin.flush()
             ready, _, _ = select.select([proc.stdout], [], [], WORKER_TIMEOUT_S)
             line = proc.stdout.readline() if ready else ""

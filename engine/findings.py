@@ -2,17 +2,18 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
 from gpu_triage import __version__
 from gpu_triage.engine.model import Question, RunbookStep, Severity, Stage
 from gpu_triage.engine.subject import SubjectKey
 from gpu_triage.engine.verdict import ExitCode as ExitCode  # re-exported: its old home
-from gpu_triage.model.snapshot import HISTORY_SOURCE, CollectorStatus
+from gpu_triage.model.schema_cache import CachedModel
+from gpu_triage.model.snapshot import HISTORY_SOURCE, CollectorStatus, utc_now
 
 FINDINGS_SCHEMA_VERSION = 1
 
@@ -23,7 +24,7 @@ class Status(StrEnum):
     NEEDS_CONFIRMATION = "needs_confirmation"  # a person must answer a question
 
 
-class Model(BaseModel):
+class Model(CachedModel):
     model_config = ConfigDict(extra="forbid", defer_build=True)
 
 
@@ -138,7 +139,7 @@ class FindingsDocument(Model):
         description="0 healthy, 1 warning, 2 critical, 3 unknown (could not look)",
     )
     schema_version: int = FINDINGS_SCHEMA_VERSION
-    generated_at: datetime = Field(default_factory=lambda: datetime.now(UTC))
+    generated_at: datetime = Field(default_factory=utc_now)
     tool_version: str = __version__
     hostname: str = ""
     snapshot_taken_at: datetime | None = None

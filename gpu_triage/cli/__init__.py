@@ -20,6 +20,9 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import NoReturn, cast
 
+from gpu_triage import __version__
+from gpu_triage.model.pydantic_import import import_pydantic
+
 # No pydantic plugin runs inside gpu-triage: one installed on the node would see every
 # fact validated (as root), and looking for plugins scans every installed package.
 os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
@@ -31,7 +34,7 @@ if sys.argv[1:2] == ["run"] and not any("reference" in a for a in sys.argv):
 
     prespawn()
 
-from gpu_triage import __version__
+import_pydantic()  # before a command module imports pydantic: it leaves asyncio out
 
 USAGE = 64
 UNKNOWN = 3

@@ -170,14 +170,15 @@ def cmd_run(args: argparse.Namespace) -> int:
     from gpu_triage.ops.history import History
     from gpu_triage.ops.unattended import RunError, RunSpec, Stopped, run_loop, run_once
 
+    durable = args.engine != "reference" and args.demo != "list"
+    if durable:  # imported first: a rulebook compiled now caches its durable ruleset too
+        from gpu_triage.engine.durable_backend import warm_up
     try:
         book = load_book(args)
     except RulebookError as exc:
         err(f"the rulebook could not be loaded:\n{exc}")
         return ExitCode.UNKNOWN
-    if args.engine != "reference" and args.demo != "list":
-        from gpu_triage.engine.durable_backend import warm_up
-
+    if durable:
         warm_up(book)  # the worker compiles the rulebook while the snapshot loads
     if args.demo == "list":
         print("\n".join(demo_names()))

@@ -12,15 +12,15 @@ why, its reason sits in the fact's ``unavailable`` map (field name ->
 from __future__ import annotations
 
 import re
-import threading
 from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, computed_field, field_validator, model_validator
+from pydantic import ConfigDict, Field, computed_field, field_validator, model_validator
 
 from gpu_triage.model.gpu_models import gpu_model
 from gpu_triage.model.nvlink_speeds import nominal_link_gbps
+from gpu_triage.model.schema_cache import CachedModel
 
 
 class UnavailableReason(StrEnum):
@@ -34,7 +34,7 @@ class UnavailableReason(StrEnum):
     ERROR = "error"
 
 
-class Unavailable(BaseModel):
+class Unavailable(CachedModel):
     """Why a value is missing."""
 
     model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
@@ -81,28 +81,9 @@ DERIVED_FROM: dict[str, tuple[str, ...]] = {
 
 
 _COMPUTED: dict[type, frozenset[str]] = {}
-_BUILT = threading.Lock()
-_built: list[bool] = []
 
 
-def build_fact_validators() -> None:
-    """Build the validator of every fact model now, once. They are built on first use
-    (defer_build: a cold start builds only what it touches), and pydantic's first-use
-    build is not thread-safe: collectors that first use a model at the same time in their
-    threads get "validate_assignment is not supported" from all but one. Whoever starts
-    threads that create facts calls this first."""
-    with _BUILT:
-        if _built:
-            return
-        todo = list(FactModel.__subclasses__())
-        while todo:
-            cls = todo.pop()
-            todo.extend(cls.__subclasses__())
-            cls.model_rebuild()
-        _built.append(True)
-
-
-class FactModel(BaseModel):
+class FactModel(CachedModel):
     """Base of every fact kind: forbids unknown keys, records unavailable values."""
 
     # defer_build: a model's validator is built when it is first used, not at import (a
@@ -1484,7 +1465,7 @@ class JobMetrics(FactModel):
 # --------------------------------------------------------------------------- the whole set
 
 
-class Facts(BaseModel):
+class Facts(CachedModel):
     """Everything known about one node at one time."""
 
     model_config = ConfigDict(extra="forbid", defer_build=True)

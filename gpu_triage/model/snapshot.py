@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any
 
 from pydantic import (
-    BaseModel,
     ConfigDict,
     Field,
     SerializerFunctionWrapHandler,
@@ -27,6 +26,7 @@ from gpu_triage.model.limits import (
     check_counts,
     counts_of,
 )
+from gpu_triage.model.schema_cache import CachedModel
 
 SCHEMA_VERSION = 1
 # The status of the unattended history store: not a collection of this node's state.
@@ -42,6 +42,12 @@ def is_supplied(collector_name: str) -> bool:
     return collector_name in SUPPLIED_SOURCES or collector_name.startswith(TEXT_PREFIX)
 
 
+def utc_now() -> datetime:
+    """Now, in UTC: a named default factory (a lambda would keep the model's schema out
+    of the schema cache, which pickles it)."""
+    return datetime.now(UTC)
+
+
 class CollectorState(StrEnum):
     """What became of a collector: *ok* (its output possibly cut at a cap: ``truncated``),
     *unavailable* (not present: nothing to look at on this node), *failed* or
@@ -53,7 +59,7 @@ class CollectorState(StrEnum):
     TIMED_OUT = "timed_out"
 
 
-class CollectorStatus(BaseModel):
+class CollectorStatus(CachedModel):
     model_config = ConfigDict(extra="forbid", defer_build=True)
     name: str
     state: CollectorState
@@ -65,7 +71,7 @@ class CollectorStatus(BaseModel):
     )
 
 
-class RawOutput(BaseModel):
+class RawOutput(CachedModel):
     """A command output or file a collector parsed, kept so a snapshot can be re-parsed."""
 
     model_config = ConfigDict(extra="forbid", defer_build=True)
@@ -75,10 +81,10 @@ class RawOutput(BaseModel):
     truncated: bool = False
 
 
-class Snapshot(BaseModel):
+class Snapshot(CachedModel):
     model_config = ConfigDict(extra="forbid", defer_build=True)
     schema_version: int = SCHEMA_VERSION
-    taken_at: datetime = Field(default_factory=lambda: datetime.now(UTC))
+    taken_at: datetime = Field(default_factory=utc_now)
     hostname: str = ""
     tool_version: str = __version__
     window_s: float = 0.0

@@ -31,7 +31,7 @@ from typing import Any
 
 from gpu_triage.model.facts import FactModel, GpuFacts, UnavailableReason
 from gpu_triage.model.snapshot import Snapshot
-from gpu_triage.ops.fleet_read import BAND_BOUNDS, BAND_NAMES
+from gpu_triage.ops.load_bands import BAND_BOUNDS, BAND_NAMES
 
 # (name, GPU utilisation below which a reading is in it): the fleet view's bands
 BANDS = tuple(zip(BAND_NAMES, (*BAND_BOUNDS, math.inf), strict=True))

@@ -25,19 +25,17 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from gpu_triage.io.escape import md_code, md_text
 from gpu_triage.ops.fleet_read import (
-    BAND_BOUNDS,
-    BAND_NAMES,
     DEFAULT_UTIL_TARGET,
     SEV_RANK,
     FleetRead,
     NodeState,
-    band_index,
     expand,
     inventory,
     read_fleet,
     worse,
 )
 from gpu_triage.ops.fleet_stats import fisher_greater, mean_ci, variance, welch_diff, wilson
+from gpu_triage.ops.load_bands import BAND_BOUNDS, BAND_NAMES, band_index
 
 __all__ = [
     "FleetReport",

@@ -25,6 +25,7 @@ from typing import Any
 
 from gpu_triage.io import jsonio
 from gpu_triage.ops.fleet_documents import open_regular, records_from_document
+from gpu_triage.ops.load_bands import IDLE_BELOW, LIGHT_BELOW
 
 BAD = ("warning", "critical")
 SEV_RANK = {"info": 0, "warning": 1, "critical": 2}
@@ -40,17 +41,6 @@ def worse(a: str, b: str) -> str:
 
 
 # --------------------------------------------------------------------------- per-node state
-
-
-# Load bands of the per-GPU temperature baseline: GPU utilisation below 10 % is idle,
-# below 70 % light, else busy (ops/baseline.py's BANDS are made from these).
-BAND_BOUNDS = (10.0, 70.0)
-BAND_NAMES = ("idle", "light", "busy")
-IDLE_BELOW, LIGHT_BELOW = BAND_BOUNDS
-
-
-def band_index(util: float) -> int:
-    return 0 if util < IDLE_BELOW else 1 if util < LIGHT_BELOW else 2
 
 
 @dataclass(slots=True)

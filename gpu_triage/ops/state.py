@@ -27,7 +27,6 @@ from typing import Annotated, Any, Literal
 
 from pydantic import (
     AfterValidator,
-    BaseModel,
     ConfigDict,
     Field,
     StringConstraints,
@@ -35,6 +34,7 @@ from pydantic import (
 )
 
 from gpu_triage.io.files import UnsafeFile, read_text
+from gpu_triage.model.schema_cache import CachedModel
 
 STATE_VERSION = 1
 MAX_STATE_BYTES = 32 << 20
@@ -81,7 +81,7 @@ def valid_xid_key(key: str) -> bool:
     return len(key) <= 64
 
 
-class _Model(BaseModel):
+class _Model(CachedModel):
     model_config = ConfigDict(extra="forbid", defer_build=True)
 
 

@@ -139,3 +139,18 @@ def test_a_prespawned_durable_worker_is_taken_by_the_backend(builtin_book) -> No
     (unused,) = durable_worker._SPARE
     durable_worker.discard_spare()
     assert unused.poll() is not None  # ended, not left behind
+
+
+def test_the_durable_ruleset_is_cached_with_the_rulebook(cache: Path) -> None:
+    from gpu_triage.engine import durable_backend
+
+    first = load_rulebook()  # compiled now: its durable ruleset is compiled for the cache
+    assert durable_backend.DERIVED in first.derived
+    rulebook_cache.clear_memory()
+    again = load_rulebook()
+    assert again is not first and durable_backend.DERIVED in again.derived
+    text, programs = durable_backend.compiled(again)
+    fresh_text, fresh_programs = durable_backend._compile(again)
+    assert text == fresh_text and programs.keys() == fresh_programs.keys()
+    # the programs read back point at the rules of the rulebook read back
+    assert all(p.rule is again.by_id(rule_id) for rule_id, p in programs.items())

@@ -11,9 +11,10 @@ import sys
 from gpu_triage.model.catalog import kinds
 
 PROBE = (
-    "import json; from gpu_triage.model import facts; from gpu_triage.model.catalog import kinds; "
+    "import json; from pydantic import BaseModel; from gpu_triage.model import facts; "
+    "from gpu_triage.model.catalog import kinds; "
     "built = [m for m in vars(facts).values() if isinstance(m, type) "
-    "and issubclass(m, facts.BaseModel) and m.__pydantic_complete__]; "
+    "and issubclass(m, BaseModel) and m.__pydantic_complete__]; "
     "print(json.dumps({'built': len(built), 'types': {k + '.' + n: f.type "
     "for k, i in kinds().items() for n, f in i.fields.items()}}))"
 )

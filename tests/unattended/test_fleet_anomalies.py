@@ -8,7 +8,7 @@ from pathlib import Path
 
 from gpu_triage.ops import baseline
 from gpu_triage.ops.fleet import ANOMALY_MIN_RUNS, analyse, fleet_markdown, read_fleet
-from gpu_triage.ops.fleet_read import BAND_BOUNDS, band_index
+from gpu_triage.ops.load_bands import BAND_BOUNDS, band_index
 from tests.unattended.fleet_records import gpu, record, write
 
 
