@@ -299,6 +299,8 @@ class DurableBackend:
 
     def __init__(self, book: Rulebook, worker_argv: list[str] | None = None) -> None:
         self.ruleset_text, self.programs = compiled(book)
+        self.fingerprint = book.fingerprint
+        self.preloaded = False  # whether the worker had this ruleset loaded already
         self._by_index = {p.index: p for p in self.programs.values()}
         self.too_large = sorted(
             r for r, p in self.programs.items() if p.size > MAX_PATTERN_EXPRESSIONS
@@ -317,7 +319,14 @@ class DurableBackend:
     def _start(self) -> None:
         spare = worker.take_spare() if self.worker_argv == worker.worker_argv() else None
         self._proc = spare or worker.spawn(self.worker_argv)
-        reply = self._send('{"op": "load", "ruleset": ' + self.ruleset_text + "}")
+        fingerprint = json.dumps(self.fingerprint)
+        reply = self._send('{"op": "load", "fingerprint": ' + fingerprint + "}")
+        self.preloaded = bool(reply.get("preloaded"))
+        if reply.get("need") == "ruleset":  # it preloaded another rulebook, or none
+            load = '{"op": "load", "fingerprint": ' + fingerprint
+            reply = self._send(load + ', "ruleset": ' + self.ruleset_text + "}")
+            if reply.get("ok"):
+                worker.remember_last(self.fingerprint, self.ruleset_text)
         if not reply.get("ok"):
             self.close()
             raise BackendFailure(reply.get("error", "durable_rules refused the ruleset"))

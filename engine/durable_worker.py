@@ -4,13 +4,22 @@ It runs as ``python -m gpu_triage.engine.durable_worker`` and speaks JSON lines 
 stdin/stdout, so a segfault, a leak or a hang inside durable_rules' C code takes
 down this process only. Requests::
 
-    {"op": "load", "ruleset": {...}}          -> {"ok": true}
+    {"op": "load", "fingerprint": F}          -> {"ok": true, "preloaded": true}
+                                                 or {"ok": false, "need": "ruleset"}
+    {"op": "load", "fingerprint": F, "ruleset": {...}}  -> {"ok": true}
     {"op": "eval", "rows": [{...}, ...]}      -> {"ok": true, "hits": [[rule, g, b], ...]}
 
 Each evaluation runs in a fresh session (sid) that is deleted afterwards: a
 ruleset holds at most 1,024 live sessions, and a session left behind leaks. A
 ``__session__`` marker is asserted first in every session because ``delete_state``
 segfaults on a session in which no action ever ran.
+
+A worker starts loading the ruleset its parent last sent (kept in the private cache,
+:mod:`gpu_triage.io.private_cache`, with the rulebook's fingerprint) before it reads its
+first request: a cold ``gpu-triage run`` starts its worker first, so the ruleset is
+loaded while the parent imports, and the parent's load request names the fingerprint
+only. Another rulebook is loaded when it is sent (the preloaded one stays in memory:
+durable_rules cannot unload a ruleset; once per worker, bounded).
 """
 
 from __future__ import annotations
@@ -25,6 +34,29 @@ from typing import Any
 
 RULESET = "gpu_triage"
 
+# The ruleset last sent to a worker: the next worker preloads it.
+LAST_NAME = "durable-ruleset-last.json"
+LAST_FORMAT = b"gpu-triage durable ruleset 1\n"
+LAST_KEY = "last"
+
+
+def remember_last(fingerprint: str, ruleset_text: str) -> None:
+    """Keep the ruleset just sent for the next worker to preload (no error if it cannot)."""
+    from gpu_triage.io import private_cache
+
+    payload = f"{fingerprint}\n{ruleset_text}".encode()
+    private_cache.write(LAST_NAME, LAST_FORMAT, LAST_KEY, payload, keep=None)
+
+
+def _read_last() -> tuple[str, Any] | None:
+    from gpu_triage.io import private_cache
+
+    payload = private_cache.read(LAST_NAME, LAST_FORMAT, LAST_KEY)
+    if payload is None:
+        return None
+    fingerprint, _, text = payload.decode("utf-8").partition("\n")
+    return fingerprint, json.loads(text)
+
 
 # ---------------------------------------------------------------- started by the parent
 
@@ -35,7 +67,9 @@ def worker_argv() -> list[str]:
 
 def spawn(argv: list[str] | None = None) -> subprocess.Popen[str]:
     """A worker process, waiting for its ruleset (it imports durable_rules meanwhile)."""
-    env = {k: v for k, v in os.environ.items() if k in ("PATH", "PYTHONPATH", "HOME")}
+    # the cache's location too: the worker preloads the ruleset kept there
+    keep = ("PATH", "PYTHONPATH", "HOME", "GPU_TRIAGE_CACHE_DIR", "XDG_CACHE_HOME")
+    env = {k: v for k, v in os.environ.items() if k in keep}
     return subprocess.Popen(
         argv or worker_argv(),
         stdin=subprocess.PIPE,
@@ -125,15 +159,30 @@ def serve(stdin: Any = None, stdout: Any = None) -> int:
             return act
 
     host: Any = None
+    preloaded: tuple[str, Any] | None = None
+    try:
+        last = _read_last()
+        if last is not None:
+            ready = Host()
+            ready.register_rulesets({RULESET: last[1]})
+            preloaded = last[0], ready
+    except Exception:  # noqa: BLE001 - no preload: the parent sends the ruleset
+        preloaded = None
     sid = 0
     for line in stdin:
         req = json.loads(line)
         op = req.get("op")
         try:
             if op == "load":
-                host = Host()
-                host.register_rulesets({RULESET: req["ruleset"]})
                 reply: dict[str, Any] = {"ok": True}
+                if preloaded is not None and preloaded[0] == req.get("fingerprint"):
+                    host = preloaded[1]
+                    reply["preloaded"] = True
+                elif "ruleset" not in req:
+                    reply = {"ok": False, "need": "ruleset"}
+                else:
+                    host = Host()
+                    host.register_rulesets({RULESET: req["ruleset"]})
             elif op == "eval":
                 if host is None:
                     raise RuntimeError("no ruleset loaded")

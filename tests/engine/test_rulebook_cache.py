@@ -154,3 +154,26 @@ def test_the_durable_ruleset_is_cached_with_the_rulebook(cache: Path) -> None:
     assert text == fresh_text and programs.keys() == fresh_programs.keys()
     # the programs read back point at the rules of the rulebook read back
     assert all(p.rule is again.by_id(rule_id) for rule_id, p in programs.items())
+
+
+def test_a_new_worker_preloads_the_ruleset_last_sent(cache: Path, builtin_book) -> None:
+    from gpu_triage.engine import durable_worker
+    from gpu_triage.engine.durable_backend import DurableBackend
+
+    durable_worker.discard_spare()
+    seen = []
+    for _ in range(2):
+        backend = DurableBackend(builtin_book)
+        try:
+            backend._start()
+            seen.append(backend.preloaded)
+        finally:
+            backend.close()
+    assert seen == [False, True]  # the first sent it whole, the second found it loaded
+    (cache / durable_worker.LAST_NAME).write_bytes(b"garbage")  # a damaged one: sent whole
+    backend = DurableBackend(builtin_book)
+    try:
+        backend._start()
+        assert backend.preloaded is False and backend._request({"op": "ping"})["ok"]
+    finally:
+        backend.close()
