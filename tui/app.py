@@ -22,6 +22,7 @@ from textual.worker import Worker, WorkerState
 
 from gpu_triage.engine.compiler import Rulebook
 from gpu_triage.engine.findings import Finding
+from gpu_triage.io import startup_gc
 from gpu_triage.model.snapshot import Snapshot
 from gpu_triage.ops.record import IncidentRecord, default_path
 from gpu_triage.ops.session import TriageSession, TuiOptions
@@ -141,12 +142,17 @@ class TriageApp(App[int]):
         self.animation_level = "none"
 
     # ------------------------------------------------------------------ start
+    def get_default_screen(self) -> Screen[Any]:
+        # A snapshot's findings are the first screen itself, not one pushed over an
+        # empty default screen: one screen less to style and lay out before the first frame.
+        return FindingsScreen() if self.session is not None else super().get_default_screen()
+
     def on_mount(self) -> None:
         if self.session is not None:
-            self.push_screen(FindingsScreen())
             self._say_replayed()
             self._first_question()
-            self.reevaluate("opened")
+            if self.session.doc is None:
+                self.reevaluate("opened")
         else:
             self.start_collection("first collection")
         if not self.is_headless:
@@ -413,6 +419,12 @@ class TriageApp(App[int]):
 
 # --------------------------------------------------------------------------- entry point
 
+# A snapshot of up to this many items (events, links, processes ...) is evaluated before
+# the first frame, which then shows its findings (a tenth of a second at most: the costs
+# are linear, benchmarks/bench_evaluate.py); a larger one behind a screen that says
+# "evaluating…", as a live collection is.
+EVALUATE_BEFORE_PAINT_ITEMS = 10_000
+
 
 def build_app(opts: TuiOptions) -> TriageApp:
     """From ``gpu-triage tui`` options; raises RulebookError / SnapshotError."""
@@ -440,6 +452,7 @@ def build_app(opts: TuiOptions) -> TriageApp:
 
         snapshot_path = demo_snapshot_path(opts.demo)
     if snapshot_path is not None:
+        from gpu_triage.model.limits import counts_of
         from gpu_triage.model.snapshot import load_snapshot
 
         snap = load_snapshot(snapshot_path)
@@ -447,6 +460,8 @@ def build_app(opts: TuiOptions) -> TriageApp:
         session = TriageSession(snap, book, engine=engine, source=str(snapshot_path), record=record)
         if opts.symptom:
             session.set_symptom(None if opts.symptom == "none" else opts.symptom)
+        if sum(counts_of(snap.facts).values()) <= EVALUATE_BEFORE_PAINT_ITEMS:
+            session.evaluate("opened")  # the first frame has the findings
         label = "demo incident" if opts.demo else str(snapshot_path)
         return TriageApp(
             book=book,
@@ -488,6 +503,7 @@ def run_tui(opts: TuiOptions) -> int:
     except OSError as exc:
         print(f"gpu-triage: cannot open the incident record: {exc}", file=sys.stderr)
         return 3
+    startup_gc.settle()  # the modules, the rulebook and the snapshot are loaded: they stay
     result = app.run()
     if app.session is not None and app.session.record is not None:
         print(f"incident record: {app.session.record.path}", file=sys.stderr)

@@ -21,15 +21,18 @@ from types import ModuleType
 from typing import NoReturn, cast
 
 from gpu_triage import __version__
+from gpu_triage.io import startup_gc
 from gpu_triage.model.pydantic_import import import_pydantic
 
 # No pydantic plugin runs inside gpu-triage: one installed on the node would see every
 # fact validated (as root), and looking for plugins scans every installed package.
 os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
 
-if sys.argv[1:2] == ["run"] and not any("reference" in a for a in sys.argv):
-    # An unattended run evaluates on the durable_rules worker: start its process first,
-    # so it starts up beside the imports below rather than after them (cold start).
+_WORD = sys.argv[1] if sys.argv[1:] else ("tui" if sys.stdin and sys.stdin.isatty() else "")
+if _WORD in ("run", "tui") and not any("reference" in a for a in sys.argv):
+    # An unattended run and the TUI evaluate on the durable_rules worker: start its
+    # process first, so it starts up (and loads its ruleset) beside the imports below
+    # rather than after them: a cold start, and the TUI's first paint, wait for it less.
     from gpu_triage.engine.durable_worker import prespawn
 
     prespawn()
@@ -59,16 +62,24 @@ class Command:
     handler: str
     help: str
     wants_parser: bool = False
+    # It settles the held garbage collector itself once its rulebook is loaded
+    # (gpu_triage.io.startup_gc); every other command has it settled before it starts.
+    settles: bool = False
 
 
 # Every command, in the order --help lists them: registration and dispatch both read it.
 COMMANDS: dict[str, Command] = {
-    "run": Command("run", "cmd_run", "evaluate a snapshot (or collect one) and write findings"),
+    "run": Command(
+        "run", "cmd_run", "evaluate a snapshot (or collect one) and write findings", settles=True
+    ),
     "collect": Command("collect", "cmd_collect", "collect facts from this node into a snapshot"),
     "explain": Command("explain", "cmd_explain", "why a rule fired, or why not"),
     "rules": Command("rules", "cmd_rules", "auditor commands for the rulebook", True),
     "tui": Command(
-        "tui_launch", "cmd_tui", "the responder's terminal UI (default with no command)"
+        "tui_launch",
+        "cmd_tui",
+        "the responder's terminal UI (default with no command)",
+        settles=True,
     ),
     "fleet": Command("fleet", "cmd_fleet", "what many nodes' history shows that one node cannot"),
     "npd": Command(
@@ -128,6 +139,8 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    if argv is None:  # this process's entry: its start-up is not scanned for garbage
+        startup_gc.hold()
     code = _main(argv)
     if argv is None and command_word(sys.argv[1:]) not in (None, "tui"):
         # A one-shot command of its own process has written and closed everything: end
@@ -188,5 +201,7 @@ def _dispatch(ap: argparse.ArgumentParser, args: argparse.Namespace, argv: list[
         ap.print_help()
         return 0
     handler = getattr(_module(command.module), command.handler)
+    if not command.settles:
+        startup_gc.settle()
     code: int = handler(args, ap) if command.wants_parser else handler(args)
     return code

@@ -17,6 +17,7 @@ from gpu_triage.cli.collect import (
 )
 from gpu_triage.cli.common import SEVERITIES, add_rules_args, err, load_book, load_snapshot
 from gpu_triage.engine.verdict import ExitCode
+from gpu_triage.io import startup_gc
 from gpu_triage.io.files import DEFAULT_LOCK_TIMEOUT_S, DEFAULT_MODE
 from gpu_triage.model.demos import demo_names, demo_snapshot_path
 from gpu_triage.model.facts import Symptom
@@ -180,6 +181,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         return ExitCode.UNKNOWN
     if durable:
         warm_up(book)  # the worker compiles the rulebook while the snapshot loads
+    startup_gc.settle()  # the modules and the rulebook are loaded: they stay
     if args.demo == "list":
         print("\n".join(demo_names()))
         return 0

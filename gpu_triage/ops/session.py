@@ -8,11 +8,8 @@ import threading
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from gpu_triage.collectors.from_text import Intake, intake_paste
-from gpu_triage.collectors.merge import combine_facts, update_facts
-from gpu_triage.collectors.parsers.registry import get_parser
 from gpu_triage.engine.compiler import Rulebook
 from gpu_triage.engine.enrich import enrich
 from gpu_triage.engine.evaluate import evaluate
@@ -25,6 +22,11 @@ from gpu_triage.io.node_identity import local_identity
 from gpu_triage.model.facts import JobMetrics, Symptom
 from gpu_triage.model.snapshot import Snapshot
 from gpu_triage.ops.record import MAX_OUTPUT_IN_RECORD, IncidentRecord
+
+if TYPE_CHECKING:
+    # The parsers and the paste intake are imported when a step's output or a paste is
+    # read, not before the first findings are on screen (the TUI's first paint).
+    from gpu_triage.collectors.from_text import Intake
 
 # What a responder may mark a step as, by hand.
 MARKS = ("done", "confirmed", "ruled out", "skipped")
@@ -258,6 +260,9 @@ class TriageSession:
             outcome, detail = "failed", result.error or f"the command ended: {result.status}"
         else:
             if step.parser:
+                from gpu_triage.collectors.merge import update_facts
+                from gpu_triage.collectors.parsers.registry import get_parser
+
                 try:
                     parsed = get_parser(step.parser)(result.output, " ".join(result.argv))
                     with self._lock:
@@ -423,6 +428,9 @@ class TriageSession:
         if e.get("output_truncated"):
             out.skipped.append(f"output of {e.get('rule_id')} step {e['step'] + 1} (truncated)")
             return False
+        from gpu_triage.collectors.merge import update_facts
+        from gpu_triage.collectors.parsers.registry import get_parser
+
         try:
             parsed = get_parser(str(parser))(output, " ".join(map(str, e.get("argv", []))))
         except Exception as exc:  # noqa: BLE001 - as when the step ran: reported, not fatal
@@ -457,6 +465,9 @@ class TriageSession:
         --from-text`` reads a file (blocks at prompts, each recognised by content) and
         folded into the facts (events kept beside the ones there, GPUs matched by bus id).
         Nothing is merged when nothing was recognised; the pieces say what was read."""
+        from gpu_triage.collectors.from_text import intake_paste
+        from gpu_triage.collectors.merge import combine_facts
+
         intake = intake_paste(text, source)
         if intake.anything_read:
             with self._lock:

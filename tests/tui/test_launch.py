@@ -60,3 +60,126 @@ def test_tui_starts_the_durable_worker_before_importing_textual(
     rc, *log = res.stdout.split()
     assert rc == "3"  # the missing snapshot, after the start
     assert " ".join(dict.fromkeys(log)) == order  # the first time each happened
+
+
+@pytest.mark.parametrize(
+    ("argv", "spawned"),
+    [
+        (["tui"], True),
+        (["tui", "--engine", "reference"], False),
+        (["run", "--snapshot", "s.json"], True),
+        (["facts", "docs"], False),
+    ],
+)
+def test_the_cli_starts_the_worker_first_for_the_commands_that_use_it(
+    argv: list[str], spawned: bool, tmp_path: Path
+) -> None:
+    """`gpu-triage tui` and `run` start the durable_rules worker as the CLI module is
+    imported, before pydantic and the rulebook: it has its ruleset loaded by the first
+    evaluation (the TUI's first paint waited for it)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        f"sys.argv = ['gpu-triage', *{argv!r}]\n"
+        "from gpu_triage.engine import durable_worker\n"
+        "log = []\n"
+        "durable_worker.prespawn = lambda: log.append('prespawn')\n"
+        "import gpu_triage.cli\n"
+        "print(' '.join(log) or 'none')\n"
+    )
+    res = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=tmp_path
+    )
+    assert res.stdout.split() == (["prespawn"] if spawned else ["none"])
+
+
+def _opts(tmp_path: Path, **kw: object) -> TuiOptions:
+    return TuiOptions(
+        demo="incident", engine="reference", record=tmp_path / "r.jsonl", symptom="none", **kw
+    )
+
+
+def test_a_snapshot_is_evaluated_before_the_first_frame(tmp_path: Path) -> None:
+    """Its first frame shows the findings, on the findings screen itself (no empty
+    default screen under it)."""
+    import asyncio
+
+    from gpu_triage.tui.app import build_app
+    from gpu_triage.tui.screens import FindingsScreen
+
+    app = build_app(_opts(tmp_path))
+    assert app.session.doc is not None and len(app.session.history) == 1
+
+    async def go() -> None:
+        async with app.run_test(size=(80, 24)) as pilot:
+            await pilot.pause()
+            assert [type(s) for s in app.screen_stack] == [FindingsScreen]
+            assert app.screen._keys[1:]  # the findings listed, without waiting
+            await app.workers.wait_for_complete()
+            assert len(app.session.history) == 1  # not evaluated a second time
+
+    asyncio.run(go())
+
+
+def test_a_large_snapshot_is_evaluated_behind_the_screen(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One beyond the bound opens at once on "evaluating…", then shows its findings."""
+    import asyncio
+
+    from gpu_triage.tui import app as tui_app
+
+    monkeypatch.setattr(tui_app, "EVALUATE_BEFORE_PAINT_ITEMS", 0)
+    app = tui_app.build_app(_opts(tmp_path))
+    assert app.session.doc is None
+
+    async def go() -> None:
+        async with app.run_test(size=(80, 24)) as pilot:
+            await app.workers.wait_for_complete()
+            await pilot.pause()
+            assert app.session.doc is not None and app.screen._keys[1:]
+
+    asyncio.run(go())
+
+
+def test_the_tui_runs_with_the_collector_settled(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The collector held by the process entry runs again, its start-up frozen, before
+    the app's loop starts (a session of hours must collect its garbage)."""
+    import gc
+
+    from gpu_triage.io import startup_gc
+    from gpu_triage.tui import app as tui_app
+
+    seen: list[bool] = []
+    monkeypatch.setattr(tui_app.TriageApp, "run", lambda self: seen.append(gc.isenabled()))
+    was = gc.isenabled()
+    startup_gc.hold()
+    try:
+        assert tui_app.run_tui(_opts(tmp_path)) == 0
+    finally:
+        startup_gc._held = False
+        gc.unfreeze()
+        if was:
+            gc.enable()
+    assert seen == [True]
+
+
+def test_the_first_paint_imports_no_collector_or_parser(tmp_path: Path) -> None:
+    """A snapshot's findings need the engine only: the collectors, the parsers and the
+    paste intake are imported when a collection, a step's output or a paste comes."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "import gpu_triage.ops.session, gpu_triage.tui.app\n"
+        "print(' '.join(m for m in sys.modules if m.startswith('gpu_triage.collectors')))\n"
+    )
+    res = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=tmp_path
+    )
+    assert res.stdout.split() == []
