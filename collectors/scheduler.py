@@ -31,7 +31,6 @@ from gpu_triage.collectors.parsers.container_runtime import (
 from gpu_triage.collectors.parsers.kubectl import container_runtime_name, node_label_facts
 from gpu_triage.io.commands import CommandResult
 from gpu_triage.io.files import read_small
-from gpu_triage.io.yamlio import YamlError, load_one
 from gpu_triage.model.facts import Facts, SchedulerFacts, UnavailableReason
 from gpu_triage.model.gpu_models import (
     GPU_TYPE_LABELS,
@@ -434,6 +433,9 @@ class ContainerRuntimeCollector:
                 if text is None:
                     continue
                 files += 1
+                # PyYAML is imported when a CDI spec is found, not by every collection
+                from gpu_triage.io.yamlio import YamlError, load_one
+
                 try:
                     kind, count = cdi_spec_devices(load_one(text, "/" + "/".join([*parts, name])))
                 except YamlError:

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
 LOG_MAX_LINES = 5000
 FLUSH_S = 0.05
 SEARCH_DEBOUNCE_S = 0.15
+FILTER_PLACEHOLDER = "filter: words all must match (gpu 3, xid, critical …)"
 
 
 class TriageScreen(Screen[None]):
@@ -158,11 +159,6 @@ class FindingsScreen(TriageScreen):
 
     def compose(self) -> ComposeResult:
         yield Static(id="summary")
-        yield Input(
-            placeholder="filter: words all must match (gpu 3, xid, critical …)",
-            id="filter",
-            classes="hidden",
-        )
         with Horizontal(id="main"):
             yield FindingsList(id="findings", markup=False)
             with VerticalScroll(id="detail-pane"):
@@ -177,7 +173,8 @@ class FindingsScreen(TriageScreen):
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action == "clear_filter":
-            return self.view.narrowed or self.query_one("#filter", Input).display
+            box = self._filter_box()
+            return self.view.narrowed or (box is not None and box.display)
         return True
 
     def current(self) -> Finding | None:
@@ -262,8 +259,17 @@ class FindingsScreen(TriageScreen):
         self.query_one("#detail-pane", VerticalScroll).scroll_home(animate=False)
 
     # ------------------------------------------------------------------ narrowing
-    def action_filter(self) -> None:
-        box = self.query_one("#filter", Input)
+    def _filter_box(self) -> Input | None:
+        """The filter's line, mounted the first time it is asked for (a widget less to
+        build before the first frame)."""
+        found = self.query("#filter")
+        return found.first(Input) if found else None
+
+    async def action_filter(self) -> None:
+        box = self._filter_box()
+        if box is None:
+            box = Input(placeholder=FILTER_PLACEHOLDER, id="filter")
+            await self.mount(box, before="#main")
         box.remove_class("hidden")
         box.focus()
 
@@ -285,11 +291,12 @@ class FindingsScreen(TriageScreen):
         self.query_one("#findings", OptionList).focus()
 
     def action_clear_filter(self) -> None:
-        box = self.query_one("#filter", Input)
         if self._timer is not None:
             self._timer.stop()
-        box.value = ""
-        box.add_class("hidden")
+        box = self._filter_box()
+        if box is not None:
+            box.value = ""
+            box.add_class("hidden")
         self.view = replace(self.view, query="", floor="all")
         self.findings_changed()
         self.query_one("#findings", OptionList).focus()

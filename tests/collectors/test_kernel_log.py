@@ -978,7 +978,11 @@ def test_fuzz_mutated_real_lines(lines: list[str], cut: int, junk: str) -> None:
 
 # --------------------------------------------------------------------------- collector
 
-NOW_LOCAL = datetime.now().astimezone()
+
+def _now_local() -> datetime:
+    """Now, when the test runs (not when the module was imported: a long session's tests
+    run minutes after collection, and the ages below are checked against now)."""
+    return datetime.now().astimezone()
 
 
 def _iso(dt: datetime) -> str:
@@ -1083,7 +1087,7 @@ def test_collector_unreadable_file(ctx: CollectContext, tmp_path: Path) -> None:
 
 
 def test_collector_uses_journalctl(ctx: CollectContext, monkeypatch: pytest.MonkeyPatch) -> None:
-    stamp = NOW_LOCAL.strftime("%Y-%m-%dT%H:%M:%S%z")
+    stamp = _now_local().strftime("%Y-%m-%dT%H:%M:%S%z")
     journal = (
         f"{stamp} gpu7 kernel: NVRM: Xid (PCI:0000:41:00): 48, pid='<unknown>', "
         "name=<unknown>, An uncorrectable double bit error (DBE)\n"
@@ -1111,8 +1115,9 @@ def test_journal_storm_keeps_newest_lines_and_records_the_cut(
     from gpu_triage.collectors import kernel_log as collector
 
     monkeypatch.setattr(collector, "JOURNAL_MAX_LINES", 5)
+    now = _now_local()
     lines = [
-        f"{(NOW_LOCAL - timedelta(seconds=entries - i)).strftime('%Y-%m-%dT%H:%M:%S%z')} gpu7 "
+        f"{(now - timedelta(seconds=entries - i)).strftime('%Y-%m-%dT%H:%M:%S%z')} gpu7 "
         f"kernel: NVRM: Xid (PCI:0000:41:00): {31 + i}, pid=7, name=a, MMU Fault\n"
         for i in range(entries)
     ]
