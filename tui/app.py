@@ -461,7 +461,11 @@ def build_app(opts: TuiOptions) -> TriageApp:
         if opts.symptom:
             session.set_symptom(None if opts.symptom == "none" else opts.symptom)
         if sum(counts_of(snap.facts).values()) <= EVALUATE_BEFORE_PAINT_ITEMS:
-            session.evaluate("opened")  # the first frame has the findings
+            try:
+                session.evaluate("opened")  # the first frame has the findings
+            except Exception:  # noqa: BLE001 - the app evaluates again and shows why
+                session.doc = None
+                session.history.clear()
         label = "demo incident" if opts.demo else str(snapshot_path)
         return TriageApp(
             book=book,

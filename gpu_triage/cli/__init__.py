@@ -28,8 +28,19 @@ from gpu_triage.model.pydantic_import import import_pydantic
 # fact validated (as root), and looking for plugins scans every installed package.
 os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
 
-_WORD = sys.argv[1] if sys.argv[1:] else ("tui" if sys.stdin and sys.stdin.isatty() else "")
-if _WORD in ("run", "tui") and not any("reference" in a for a in sys.argv):
+
+def _first_word() -> str:
+    """The command this process was started for, as its first argument says (none, at a
+    terminal: the TUI)."""
+    if sys.argv[1:]:
+        return sys.argv[1]
+    try:
+        return "tui" if sys.stdin is not None and sys.stdin.isatty() else ""
+    except (ValueError, OSError):  # a closed stdin
+        return ""
+
+
+if _first_word() in ("run", "tui") and not any("reference" in a for a in sys.argv):
     # An unattended run and the TUI evaluate on the durable_rules worker: start its
     # process first, so it starts up (and loads its ruleset) beside the imports below
     # rather than after them: a cold start, and the TUI's first paint, wait for it less.

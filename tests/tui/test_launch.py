@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -101,6 +102,19 @@ def _opts(tmp_path: Path, **kw: object) -> TuiOptions:
     )
 
 
+def _shows_findings_once_evaluated(app: Any) -> None:
+    """Run ``app`` headless until its evaluations end: the findings are listed."""
+    import asyncio
+
+    async def go() -> None:
+        async with app.run_test(size=(80, 24)) as pilot:
+            await app.workers.wait_for_complete()
+            await pilot.pause()
+            assert app.session.doc is not None and app.screen._keys[1:]
+
+    asyncio.run(go())
+
+
 def test_a_snapshot_is_evaluated_before_the_first_frame(tmp_path: Path) -> None:
     """Its first frame shows the findings, on the findings screen itself (no empty
     default screen under it)."""
@@ -127,21 +141,13 @@ def test_a_large_snapshot_is_evaluated_behind_the_screen(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """One beyond the bound opens at once on "evaluating…", then shows its findings."""
-    import asyncio
-
     from gpu_triage.tui import app as tui_app
 
     monkeypatch.setattr(tui_app, "EVALUATE_BEFORE_PAINT_ITEMS", 0)
     app = tui_app.build_app(_opts(tmp_path))
     assert app.session.doc is None
 
-    async def go() -> None:
-        async with app.run_test(size=(80, 24)) as pilot:
-            await app.workers.wait_for_complete()
-            await pilot.pause()
-            assert app.session.doc is not None and app.screen._keys[1:]
-
-    asyncio.run(go())
+    _shows_findings_once_evaluated(app)
 
 
 def test_the_tui_runs_with_the_collector_settled(
@@ -183,3 +189,29 @@ def test_the_first_paint_imports_no_collector_or_parser(tmp_path: Path) -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=tmp_path
     )
     assert res.stdout.split() == []
+
+
+def test_a_first_evaluation_that_fails_is_done_again_by_the_app(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A failure before the first frame does not end the TUI: the app evaluates again
+    behind its screen (where a failure is shown, as after any step)."""
+    from gpu_triage.ops.session import TriageSession
+    from gpu_triage.tui.app import build_app
+
+    real = TriageSession.evaluate
+    calls: list[str] = []
+
+    def flaky(self: TriageSession, reason: str) -> Any:
+        calls.append(reason)
+        if len(calls) == 1:
+            real(self, reason)  # evaluated and recorded, then it breaks
+            raise RuntimeError("engine broke")
+        return real(self, reason)
+
+    monkeypatch.setattr(TriageSession, "evaluate", flaky)
+    app = build_app(_opts(tmp_path))
+    assert app.session.doc is None and app.session.history == []
+
+    _shows_findings_once_evaluated(app)
+    assert calls == ["opened", "opened"]
