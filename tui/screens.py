@@ -260,8 +260,8 @@ class FindingsScreen(TriageScreen):
 
     # ------------------------------------------------------------------ narrowing
     def _filter_box(self) -> Input | None:
-        """The filter's line, mounted the first time it is asked for (a widget less to
-        build before the first frame)."""
+        """The filter's line; None until / is first pressed, which mounts it (a widget
+        less to build before the first frame)."""
         found = self.query("#filter")
         return found.first(Input) if found else None
 
