@@ -159,6 +159,19 @@ def test_the_durable_ruleset_is_cached_with_the_rulebook(cache: Path) -> None:
 def test_a_new_worker_preloads_the_ruleset_last_sent(cache: Path, builtin_book) -> None:
     from gpu_triage.engine import durable_worker
     from gpu_triage.engine.durable_backend import DurableBackend
+    from gpu_triage.engine.evaluate import evaluate
+    from gpu_triage.model.demos import demo_snapshot_path
+    from gpu_triage.model.snapshot import load_snapshot
+
+    def findings(engine: str, backend: DurableBackend | None = None) -> list[tuple[str, str]]:
+        doc = evaluate(
+            load_snapshot(demo_snapshot_path()),
+            builtin_book,
+            engine=engine,
+            backend_factory=(lambda _book: backend) if backend else None,
+        )
+        assert doc.engine.name == engine and doc.engine.fallback_reason is None
+        return [(f.rule_id, f.subject_key) for f in doc.findings + doc.needs_confirmation]
 
     durable_worker.discard_spare()
     seen = []
@@ -167,6 +180,9 @@ def test_a_new_worker_preloads_the_ruleset_last_sent(cache: Path, builtin_book) 
         try:
             backend._start()
             seen.append(backend.preloaded)
+            # the preloaded (and warmed) ruleset decides as the one sent whole, and as
+            # the reference evaluator does
+            assert findings("durable", backend) == findings("reference")
         finally:
             backend.close()
     assert seen == [False, True]  # the first sent it whole, the second found it loaded
