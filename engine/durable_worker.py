@@ -15,11 +15,12 @@ ruleset holds at most 1,024 live sessions, and a session left behind leaks. A
 segfaults on a session in which no action ever ran.
 
 A worker starts loading the ruleset its parent last sent (kept in the private cache,
-:mod:`gpu_triage.io.private_cache`, with the rulebook's fingerprint) before it reads its
-first request: a cold ``gpu-triage run`` starts its worker first, so the ruleset is
-loaded while the parent imports, and the parent's load request names the fingerprint
-only. Another rulebook is loaded when it is sent (the preloaded one stays in memory:
-durable_rules cannot unload a ruleset; once per worker, bounded).
+:mod:`gpu_triage.io.private_cache`, with the rulebook's fingerprint), and runs it once
+through a throwaway session, before it reads its first request: ``gpu-triage run`` and
+``tui`` start their worker as the CLI loads, so the ruleset is ready while the parent
+imports, and the parent's load request names the fingerprint only. Another rulebook
+is loaded when it is sent (the preloaded one stays in memory: durable_rules cannot
+unload a ruleset; once per worker, bounded).
 """
 
 from __future__ import annotations

@@ -29,3 +29,21 @@ def builtin_book():
     from gpu_triage.engine.compiler import load_rulebook
 
     return load_rulebook()
+
+
+@pytest.fixture
+def collector():
+    """The test process's garbage collector as it was, whatever the test held, froze or
+    turned off (gpu_triage.io.startup_gc)."""
+    import gc
+
+    from gpu_triage.io import startup_gc
+
+    was = gc.isenabled()
+    yield
+    startup_gc._held = False
+    gc.unfreeze()
+    if was:
+        gc.enable()
+    else:
+        gc.disable()

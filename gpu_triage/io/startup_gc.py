@@ -37,8 +37,3 @@ def settle() -> None:
         _held = False
         gc.freeze()
         gc.enable()
-
-
-def held() -> bool:
-    """Whether the collector is held (for tests)."""
-    return _held

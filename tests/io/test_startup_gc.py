@@ -5,10 +5,7 @@ from __future__ import annotations
 import gc
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
-
-import pytest
 
 from gpu_triage.io import startup_gc
 
@@ -16,25 +13,12 @@ ROOT = Path(__file__).resolve().parents[2]
 SNAPSHOT = ROOT / "tests" / "scenarios" / "xid-storm-contained-ecc.json"
 
 
-@pytest.fixture
-def collector() -> Iterator[None]:
-    """The test process's collector as it was, whatever the test did to it."""
-    was = gc.isenabled()
-    yield
-    startup_gc._held = False
-    gc.unfreeze()
-    if was:
-        gc.enable()
-    else:
-        gc.disable()
-
-
 def test_hold_then_settle_freezes_and_runs_the_collector_again(collector: None) -> None:
     gc.enable()
     startup_gc.hold()
-    assert not gc.isenabled() and startup_gc.held()
+    assert not gc.isenabled() and startup_gc._held
     startup_gc.settle()
-    assert gc.isenabled() and not startup_gc.held()
+    assert gc.isenabled() and not startup_gc._held
     assert gc.get_freeze_count() > 0  # what existed is kept out of its passes
     startup_gc.settle()  # once is enough: a second settle changes nothing
     assert gc.isenabled()

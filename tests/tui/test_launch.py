@@ -151,7 +151,7 @@ def test_a_large_snapshot_is_evaluated_behind_the_screen(
 
 
 def test_the_tui_runs_with_the_collector_settled(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, collector: None
 ) -> None:
     """The collector held by the process entry runs again, its start-up frozen, before
     the app's loop starts (a session of hours must collect its garbage)."""
@@ -162,15 +162,8 @@ def test_the_tui_runs_with_the_collector_settled(
 
     seen: list[bool] = []
     monkeypatch.setattr(tui_app.TriageApp, "run", lambda self: seen.append(gc.isenabled()))
-    was = gc.isenabled()
     startup_gc.hold()
-    try:
-        assert tui_app.run_tui(_opts(tmp_path)) == 0
-    finally:
-        startup_gc._held = False
-        gc.unfreeze()
-        if was:
-            gc.enable()
+    assert tui_app.run_tui(_opts(tmp_path)) == 0
     assert seen == [True]
 
 
