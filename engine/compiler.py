@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import pickle
 import re
 import string
 from dataclasses import dataclass, field
@@ -51,6 +52,9 @@ SPECIAL_KINDS = {"params", "answer", "concl"}
 MAX_BINDING_KINDS = 2
 
 
+_RULE_PICKLED = "_rule_pickled"
+
+
 @dataclass
 class CompiledRule:
     rule: Rule
@@ -72,7 +76,12 @@ class CompiledRule:
     overridden_by: list[str] = field(default_factory=list)
     reads: tuple[str, ...] = ()  # every kind.field it reads (see _reads), sorted
 
-    id: str = ""  # the rule's id, copied for speed (read in every evaluation)
+    # copied from the rule for speed (read for every rule in every evaluation), and so
+    # that an evaluation need not read back the rule's pickled source (see __getstate__)
+    id: str = ""
+    group: str | None = None
+    concludes: str | None = None
+    tags: tuple[str, ...] = ()
     # kind bound -> fields of its item the verdict or the folding depends on
     bound_fields: dict[str, frozenset[str]] = field(default_factory=dict)
     # the condition's fact references and aggregates, walked once (read per finding)
@@ -80,7 +89,8 @@ class CompiledRule:
     expr_aggregates: tuple[E.Aggregate, ...] = ()
 
     def __post_init__(self) -> None:
-        self.id = self.rule.id
+        self.id, self.group, self.concludes = self.rule.id, self.rule.group, self.rule.concludes
+        self.tags = tuple(self.rule.tags)
         self.expr_refs = tuple(E.refs(self.expr))
         self.expr_aggregates = tuple(E.aggregates(self.expr))
         bound: dict[str, set[str]] = {k: set() for k in self.iter_kinds}
@@ -90,6 +100,30 @@ class CompiledRule:
         if "gpu" in bound:
             bound["gpu"].add("pci_bus_id")  # conclusions are per GPU
         self.bound_fields = {k: frozenset(v) for k, v in bound.items()}
+
+    # The rule's source (its texts, runbook, references and tests: most of the cached
+    # rulebook) is pickled apart and read back the first time it is used: a process that
+    # loads the rulebook from its cache reads only the sources of the rules it reports
+    # on (a third of the cache's load time instead of all of it).
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        rule = state.pop("rule", None)
+        state[_RULE_PICKLED] = (
+            rule if rule is None else pickle.dumps(rule, protocol=pickle.HIGHEST_PROTOCOL)
+        )
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+
+    def __getattr__(self, name: str) -> Any:
+        # Called only for an attribute not set: ``rule`` of an instance read from a pickle.
+        pickled = self.__dict__.get(_RULE_PICKLED) if name == "rule" else None
+        if pickled is None:
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        self.rule = pickle.loads(pickled)  # noqa: S301 - our own cache, see rulebook_cache
+        del self.__dict__[_RULE_PICKLED]
+        return self.rule
 
 
 @dataclass

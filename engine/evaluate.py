@@ -226,8 +226,8 @@ def _plan(book: Rulebook) -> _BookPlan:
         strata.append((stratum, [(sig, rs, read_fields(rs)) for sig, rs in by_sig.items()]))
     groups: dict[str, list[CompiledRule]] = {}
     for r in book.rules:
-        if r.rule.group:
-            groups.setdefault(r.rule.group, []).append(r)
+        if r.group:
+            groups.setdefault(r.group, []).append(r)
     plan = _BookPlan(
         strata,
         {r.id: read_fields([r]) for r in book.rules},
@@ -275,12 +275,10 @@ def decide(inp: EvalInput, book: Rulebook, backend: Backend) -> tuple[list[Decis
             rep = inp.repeats[kind] if kind is not None else None
             for i, (b, members) in enumerate(zip(binds[rule.id], classes[rule.id], strict=True)):
                 verdict = verdicts.get((rule.id, i), False)
-                if rule.rule.concludes:
+                if rule.concludes:
                     gpu = b.get("gpu")
                     bus = gpu.__dict__.get("pci_bus_id") if gpu is not None else None
-                    concl.record(
-                        rule.rule.concludes, bus if "gpu" in rule.iter_kinds else None, verdict
-                    )
+                    concl.record(rule.concludes, bus if "gpu" in rule.iter_kinds else None, verdict)
                 if verdict is False:
                     continue
                 status = Status.FIRED
@@ -425,7 +423,7 @@ def build_document(
     # its questions first among those to confirm.
     job = inp.facts.job
     focus = (
-        differential(((r.id, r.rule.tags) for r in book.rules), str(job.symptom))
+        differential(((r.id, r.tags) for r in book.rules), str(job.symptom))
         if job is not None and job.symptom is not None
         else set()
     )
@@ -473,7 +471,7 @@ def _labels(same: Sequence[Binding], hostname: str) -> Iterator[str]:
 
 def _without_contradictions(decisions: list[Decision]) -> list[Decision]:
     """No reassuring finding for a GPU with a critical one (engine.consistency)."""
-    reassuring = [d for d in decisions if HEALTHY_TAG in d.rule.rule.tags]
+    reassuring = [d for d in decisions if HEALTHY_TAG in d.rule.tags]
     if not reassuring:
         return decisions
     failing = critical_gpus((d.rule.severity, d.status, _gpu_bindings(d)) for d in decisions)
@@ -481,7 +479,7 @@ def _without_contradictions(decisions: list[Decision]) -> list[Decision]:
         return decisions
     out: list[Decision] = []
     for d in decisions:
-        if HEALTHY_TAG in d.rule.rule.tags:
+        if HEALTHY_TAG in d.rule.tags:
             kept_d = _healthy(d, failing)
             if kept_d is None:
                 continue

@@ -25,7 +25,7 @@ from gpu_triage.io.private_cache import ENV, cache_dir
 
 __all__ = ["ENV", "cache_dir", "clear_memory", "get", "key_of", "put"]
 
-FORMAT = b"gpu-triage rulebook cache 1\n"
+FORMAT = b"gpu-triage rulebook cache 2\n"
 KEEP = 8  # cache files kept in the directory (the newest)
 
 # What is cached is the compiler's Rulebook; the compiler checks the type of a hit (this
@@ -98,8 +98,9 @@ def _read(key: str) -> object | None:
 
 
 def _write(key: str, book: Any) -> None:
-    # Computed once here so a cold start reads them from the cache too.
-    _ = book.fingerprint, book.kind_fields
+    # Computed once here so a cold start reads them from the cache too (and, for those
+    # that read every rule's source, need not read back the sources: CompiledRule).
+    _ = book.fingerprint, book.kind_fields, book.read_paths, book.overlays
     for name, make in DERIVED.items():
         if name not in book.derived:
             try:

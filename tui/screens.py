@@ -1,34 +1,32 @@
-"""The TUI's screens: findings (main), runbook, explanation, facts, history, collection."""
+"""The TUI's screens: findings (main), detail, explanation, history, collection.
+
+The runbook and facts screens have modules of their own (``runbook_screen``,
+``facts_screen``), which the app imports when one is first opened: what they need is not
+loaded before the first frame."""
 
 from __future__ import annotations
 
-import asyncio
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from rich.text import Text
-from textual import on, work
+from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.containers import Horizontal, VerticalScroll
 from textual.screen import Screen
 from textual.timer import Timer
-from textual.widgets import DataTable, Footer, Input, Log, OptionList, Static
+from textual.widgets import Footer, Input, OptionList, Static
 from textual.widgets.option_list import Option
 
 from gpu_triage.engine.findings import Finding
-from gpu_triage.engine.placeholders import placeholders
-from gpu_triage.io.commands import CommandResult
-from gpu_triage.ops import findings_view, runbook
-from gpu_triage.ops.session import MARKS, step_key
+from gpu_triage.ops import findings_view
+from gpu_triage.ops.session import step_key
 from gpu_triage.tui import render
-from gpu_triage.tui.modals import ConfirmRunModal, ParametersModal, SecondConfirmModal
 
 if TYPE_CHECKING:
     from gpu_triage.tui.app import TriageApp
 
-LOG_MAX_LINES = 5000
-FLUSH_S = 0.05
 SEARCH_DEBOUNCE_S = 0.15
 FILTER_PLACEHOLDER = "filter: words all must match (gpu 3, xid, critical …)"
 
@@ -339,7 +337,7 @@ class FindingsScreen(TriageScreen):
         if not f.runbook:
             self.notify("This rule has no runbook steps.", severity="warning")
             return
-        self.app.push_screen(RunbookScreen(f))
+        self.triage.open_runbook(f)
 
     def action_explain(self) -> None:
         f = self.current()
@@ -350,7 +348,7 @@ class FindingsScreen(TriageScreen):
         self.triage.ask_questions(self.current())
 
     def action_facts(self) -> None:
-        self.app.push_screen(FactsScreen())
+        self.triage.open_facts()
 
     def action_history(self) -> None:
         self.app.push_screen(HistoryScreen())
@@ -411,7 +409,7 @@ class DetailScreen(TriageScreen):
         if not self.finding.runbook:
             self.notify("This rule has no runbook steps.", severity="warning")
             return
-        self.app.push_screen(RunbookScreen(self.finding))
+        self.triage.open_runbook(self.finding)
 
     def action_explain(self) -> None:
         self.app.push_screen(ExplainScreen(self.finding))
@@ -421,237 +419,6 @@ class DetailScreen(TriageScreen):
 
     def action_note(self) -> None:
         self.triage.add_note(self.finding)
-
-
-# --------------------------------------------------------------------------- runbook
-
-
-class RunbookScreen(TriageScreen):
-    BINDINGS = [
-        Binding("escape", "back", "Back", id="back"),
-        Binding("enter", "run", "Run", id="run-step-enter", show=False),
-        Binding("r", "run", "Run", id="run-step", tooltip="Run the step (asks first)"),
-        Binding("c", "cancel", "Cancel", id="cancel-step", tooltip="Stop the running command"),
-        Binding(
-            "p", "copy", "Copy", id="copy-step", show=False, tooltip="Copy the command to run it"
-        ),
-        Binding("d", "mark('done')", "Done", id="mark-done"),
-        Binding("y", "mark('confirmed')", "Confirmed", id="mark-confirmed"),
-        Binding("x", "mark('ruled out')", "Ruled out", id="mark-ruled-out"),
-        Binding("s", "mark('skipped')", "Skip", id="mark-skipped"),
-        Binding("n", "note", "Note", id="step-note", show=False),
-        Binding("w", "explain", "Why", id="step-explain", show=False),
-    ]
-
-    def __init__(self, finding: Finding) -> None:
-        super().__init__()
-        self.finding = finding
-        self.running: int | None = None
-        self._cancel: asyncio.Event | None = None
-        self._pending: list[str] = []
-
-    def compose(self) -> ComposeResult:
-        yield Static(id="rb-title")
-        with Horizontal(id="rb-main"):
-            with Vertical(id="rb-left"):
-                yield OptionList(id="steps", markup=False)
-                with VerticalScroll(id="step-pane"):
-                    yield Static(id="step-info")
-            yield Log(id="output", max_lines=LOG_MAX_LINES, auto_scroll=True)
-        yield Footer(compact=True)
-
-    def on_mount(self) -> None:
-        self.query_one("#steps", OptionList).border_title = "Steps"
-        self.query_one("#output", Log).border_title = "Output"
-        self._fill_steps()
-        self.query_one("#steps", OptionList).focus()
-        self.query_one("#output", Log).write_line(
-            "Output of a step appears here. r runs it, after you confirm."
-        )
-        self.set_interval(FLUSH_S, self._flush)
-
-    def _title(self) -> Text:
-        f = self.finding
-        t = Text()
-        sev = f.severity.value
-        t.append(render.SEVERITY_WORD[sev], style=render.SEVERITY_STYLE[sev])
-        t.append(f" {f.title}", style="bold")
-        t.append(f"  {f.subject}", style="dim")
-        now = self.triage.session.find(f.rule_id, f.subject_key)
-        if self.triage.session.doc is not None:
-            t.append("\nnow: ")
-            if now is None:
-                t.append("no longer fires for this subject", style="green")
-            else:
-                t.append(render.STATUS_WORD[now.status], style="bold")
-        return t
-
-    def _fill_steps(self) -> None:
-        ol = self.query_one("#steps", OptionList)
-        keep = ol.highlighted or 0
-        ol.clear_options()
-        for i, step in enumerate(self.finding.runbook):
-            st = self.triage.session.steps.get(step_key(self.finding, i))
-            label = "running" if self.running == i else (st.label if st else "not run")
-            t = Text(f"{i + 1}. ")
-            t.append(f"[{label}] ", style=render.OUTCOME_STYLE.get(label, "dim"))
-            t.append(step.title)
-            ol.add_option(Option(t))
-        ol.highlighted = min(keep, max(ol.option_count - 1, 0))
-        self.refresh_bindings()
-        self.query_one("#rb-title", Static).update(self._title())
-        self._show_step()
-
-    def findings_changed(self) -> None:
-        self._fill_steps()
-
-    @on(OptionList.OptionHighlighted, "#steps")
-    def _show_step(self) -> None:
-        i = self.index()
-        if i is None:
-            return
-        st = self.triage.session.steps.get(step_key(self.finding, i))
-        label = "running" if self.running == i else (st.label if st else "not run")
-        detail = st.detail if st else ""
-        if st and st.mark and st.outcome:
-            detail = f"command said: {st.outcome}; {detail}"
-        self.query_one("#step-info", Static).update(
-            render.step_text(self.finding.runbook[i], i, label, detail, st.notes if st else [])
-        )
-
-    @on(OptionList.OptionSelected, "#steps")
-    def _selected(self) -> None:
-        self.action_run()
-
-    def index(self) -> int | None:
-        return self.query_one("#steps", OptionList).highlighted
-
-    def action_back(self) -> None:
-        if self.running is not None:
-            self.notify("A step is running: press c to cancel it first.", severity="warning")
-            return
-        self.dismiss()
-
-    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        # The footer offers what can happen now: cancel while a step runs, run otherwise.
-        if action == "cancel":
-            return self.running is not None
-        if action == "run":
-            return self.running is None
-        return True
-
-    def running_step(self) -> str:
-        """For the app's quit: what would be interrupted (empty: nothing)."""
-        if self.running is None:
-            return ""
-        title = self.finding.runbook[self.running].title
-        return f"step {self.running + 1} ({title}) of {self.finding.rule_id} is running"
-
-    async def stop_step(self, timeout_s: float = 10.0) -> None:
-        """Cancel the running step and wait until its process group is gone."""
-        if self._cancel is None or self.running is None:
-            return
-        self._cancel.set()
-        loop = asyncio.get_running_loop()
-        until = loop.time() + timeout_s
-        while self.running is not None and loop.time() < until:
-            await asyncio.sleep(0.05)
-
-    def action_run(self) -> None:
-        i = self.index()
-        if i is None:
-            return
-        if self.running is not None:
-            self.notify("A step is already running (c cancels it).", severity="warning")
-            return
-        if not self.finding.runbook[i].command:
-            self.notify("A manual step: do it, then mark it (d, y, x or s).")
-            return
-        here, why = self.triage.session.steps_run_here()
-        if not here:
-            self.notify(f"Not run: {why}. p copies the command.", severity="warning")
-            return
-        self.run_step(i)
-
-    def action_copy(self) -> None:
-        i = self.index()
-        if i is None or not self.finding.runbook[i].command:
-            self.notify("This step has no command to copy.")
-            return
-        text = render.argv_text(self.finding.runbook[i].command or [])
-        self.app.copy_to_clipboard(text)
-        self.notify(f"Copied: {text}")
-
-    def action_cancel(self) -> None:
-        if self._cancel is not None and self.running is not None:
-            self._cancel.set()
-            self.notify("Cancelling: the command's process group is being stopped.")
-        else:
-            self.notify("Nothing is running.")
-
-    def action_mark(self, mark: str) -> None:
-        i = self.index()
-        if i is None or mark not in MARKS:
-            return
-        self.triage.session.mark(self.finding, i, mark)
-        self._fill_steps()
-        self.triage.refresh_screens()
-
-    def action_note(self) -> None:
-        i = self.index()
-        self.triage.add_note(self.finding, i)
-
-    def action_explain(self) -> None:
-        self.app.push_screen(ExplainScreen(self.finding))
-
-    def _on_line(self, line: str) -> None:
-        self._pending.append(render.clean_line(line))
-
-    def _flush(self) -> None:
-        if self._pending:
-            lines, self._pending = self._pending, []
-            self.query_one("#output", Log).write_lines(lines)
-
-    @work(exclusive=True, group="runbook-step", exit_on_error=False)
-    async def run_step(self, index: int) -> CommandResult | None:
-        step = self.finding.runbook[index]
-        assert step.command is not None
-        if placeholders(step.command):
-            argv = await self.app.push_screen_wait(ParametersModal(step, list(step.command)))
-            if argv is None:
-                self.notify("Not run: its parameters were not given.")
-                return None
-            step = step.model_copy(update={"command": argv})
-        _, where = self.triage.session.steps_run_here()
-        if not await self.app.push_screen_wait(ConfirmRunModal(step, self.finding.subject, where)):
-            self.notify("Not run.")
-            return None
-        if (step.changes_system or step.needs_root) and not await self.app.push_screen_wait(
-            SecondConfirmModal(step)
-        ):
-            self.notify("Not run.")
-            return None
-        assert step.command is not None
-        log = self.query_one("#output", Log)
-        log.clear()
-        log.write_line(f"$ {render.argv_text(step.command)}")
-        self._cancel = asyncio.Event()
-        self.running = index
-        self._fill_steps()
-        try:
-            result = await runbook.run_step(step, self._on_line, cancel=self._cancel)
-        finally:
-            self.running = None
-            self._cancel = None
-        self._flush()
-        log.write_line(runbook.result_summary(result))
-        applied = self.triage.session.apply_output(self.finding, index, result, step)
-        log.write_line(f"outcome: {applied.outcome}: {applied.detail}")
-        if applied.changed_kinds:
-            log.write_line(f"facts updated: {', '.join(applied.changed_kinds)}; re-evaluating")
-        self._fill_steps()
-        self.triage.reevaluate(f"step {index + 1} of {self.finding.rule_id}: {applied.outcome}")
-        return result
 
 
 # --------------------------------------------------------------------------- explanation
@@ -680,80 +447,6 @@ class ExplainScreen(TriageScreen):
         self.query_one("#explain", Static).update(t)
 
     def action_dismiss_screen(self) -> None:
-        self.dismiss()
-
-
-# --------------------------------------------------------------------------- facts
-
-
-class FactsScreen(TriageScreen):
-    BINDINGS = [
-        Binding("escape", "dismiss_screen", "Back", id="facts-back"),
-        Binding("slash", "search", "Search", id="facts-search"),
-    ]
-
-    def compose(self) -> ComposeResult:
-        yield Input(
-            placeholder="search facts (gpu 3, temperature, unavailable, xid …)", id="search"
-        )
-        yield DataTable(id="facts-table", cursor_type="row", zebra_stripes=True)
-        yield Static(id="facts-count")
-        yield Footer(compact=True)
-
-    _timer: Timer | None = None
-
-    def on_mount(self) -> None:
-        table = self.query_one("#facts-table", DataTable)
-        table.add_columns("item", "fact", "value", "unit", "source / why missing")
-        table.border_title = "Facts"
-        self.findings_changed()
-        # The box looks like it takes typing, so it does: letters typed go into the search
-        # (never to a key of the screen); enter or tab moves to the table.
-        self.query_one("#search", Input).focus()
-
-    def findings_changed(self) -> None:
-        from gpu_triage.engine.inputs import kind_availability
-
-        snap = self.triage.session.snapshot
-        self._rows = render.fact_rows(snap, kind_availability(snap))
-        self._fill(self.query_one("#search", Input).value)
-
-    def _fill(self, query: str) -> None:
-        table = self.query_one("#facts-table", DataTable)
-        table.clear()
-        shown = 0
-        for row in self._rows:
-            if render.row_matches(row, query):
-                missing = row[3] == "unavailable"
-                cells = [
-                    Text(c, style="yellow" if missing and j in (3, 5) else "")
-                    for j, c in enumerate(row)
-                    if j != 0  # the section is for searching; the item column names it
-                ]
-                table.add_row(*cells)
-                shown += 1
-        self.query_one("#facts-count", Static).update(
-            Text(f"{shown} of {len(self._rows)} facts · / search · escape back", style="dim")
-        )
-
-    @on(Input.Changed, "#search")
-    def _search(self, event: Input.Changed) -> None:
-        # Debounced: typing a word refills the table once, not once per key.
-        if self._timer is not None:
-            self._timer.stop()
-        self._timer = self.set_timer(SEARCH_DEBOUNCE_S, lambda: self._fill(event.value))
-
-    @on(Input.Submitted, "#search")
-    def _done(self) -> None:
-        self.query_one("#facts-table", DataTable).focus()
-
-    def action_search(self) -> None:
-        self.query_one("#search", Input).focus()
-
-    def action_dismiss_screen(self) -> None:
-        if self.query_one("#search", Input).has_focus and self.query_one("#search", Input).value:
-            self.query_one("#search", Input).value = ""
-            return
         self.dismiss()
 
 

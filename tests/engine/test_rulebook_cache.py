@@ -50,6 +50,36 @@ def test_disk_hit_equals_a_fresh_compile(cache: Path) -> None:
     assert load_rulebook() is again  # then from memory
 
 
+def test_a_rule_read_from_disk_reads_its_source_back_when_first_used(cache: Path) -> None:
+    from gpu_triage.engine.evaluate import evaluate
+    from gpu_triage.model.demos import demo_snapshot_path
+    from gpu_triage.model.snapshot import load_snapshot
+
+    first = load_rulebook()
+    rulebook_cache.clear_memory()
+    again = load_rulebook()
+
+    def pending() -> int:
+        return sum("rule" not in vars(r) for r in again.rules)
+
+    assert pending() == len(again.rules)  # nothing read back yet
+    snap = load_snapshot(demo_snapshot_path())
+    doc = evaluate(snap, again, engine="reference")
+    fresh = evaluate(snap, first, engine="reference")
+    assert doc.findings == fresh.findings
+    reported = {f.rule_id for f in doc.findings}
+    assert 0 < pending() < len(again.rules) - len(reported)  # only some were read back
+    for old, new in zip(first.rules, again.rules, strict=True):
+        assert new.rule == old.rule  # every source reads back equal
+        assert (new.group, new.concludes, new.tags) == (
+            old.rule.group,
+            old.rule.concludes,
+            tuple(old.rule.tags),
+        )
+    assert pending() == 0
+    assert again.read_paths == first.read_paths and again.overlays == first.overlays
+
+
 def test_a_changed_rule_file_is_a_miss(cache: Path, tmp_path: Path) -> None:
     rule = tmp_path / "rules" / "probe.yaml"
     rule.parent.mkdir()

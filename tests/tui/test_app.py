@@ -16,8 +16,10 @@ from gpu_triage.model.snapshot import CollectorState, Snapshot
 from gpu_triage.ops.record import IncidentRecord, read_entries
 from gpu_triage.ops.session import TriageSession
 from gpu_triage.tui.app import TriageApp
+from gpu_triage.tui.facts_screen import FactsScreen
 from gpu_triage.tui.modals import ConfirmQuitModal
-from gpu_triage.tui.screens import FactsScreen, FindingsScreen, RunbookScreen
+from gpu_triage.tui.runbook_screen import RunbookScreen
+from gpu_triage.tui.screens import FindingsScreen
 
 from .conftest import (
     H100_Q,

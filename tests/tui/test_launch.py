@@ -184,6 +184,42 @@ def test_the_first_paint_imports_no_collector_or_parser(tmp_path: Path) -> None:
     assert res.stdout.split() == []
 
 
+def test_the_first_frame_loads_no_other_screen_or_dialog(tmp_path: Path) -> None:
+    """The findings screen is drawn without the runbook and facts screens, the dialogs,
+    the keys screen and the table and log widgets they use (about 8 ms of the first
+    paint): each is imported when first opened."""
+    import subprocess
+    import sys
+
+    code = (
+        "import asyncio, sys\n"
+        "from gpu_triage.ops.session import TuiOptions\n"
+        "from gpu_triage.tui.app import build_app\n"
+        "app = build_app(TuiOptions(demo='incident', engine='reference', symptom='none',"
+        f" record={str(tmp_path / 'r.jsonl')!r}))\n"
+        "async def go():\n"
+        "    async with app.run_test(size=(80, 24)) as pilot:\n"
+        "        await pilot.pause()\n"
+        "        assert app.screen._keys[1:]\n"  # the findings are on screen
+        "asyncio.run(go())\n"
+        "print(' '.join(sorted(sys.modules)))\n"
+    )
+    res = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=tmp_path
+    )
+    loaded = set(res.stdout.split())
+    later = {
+        "gpu_triage.tui.runbook_screen",
+        "gpu_triage.tui.facts_screen",
+        "gpu_triage.tui.modals",
+        "gpu_triage.tui.keys",
+        "textual.widgets._data_table",
+        "textual.widgets._log",
+    }
+    assert "gpu_triage.tui.screens" in loaded
+    assert loaded & later == set()
+
+
 def test_a_first_evaluation_that_fails_is_done_again_by_the_app(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -17,15 +17,12 @@ from gpu_triage.model.snapshot import Snapshot
 from gpu_triage.ops.record import IncidentRecord
 from gpu_triage.ops.session import TriageSession
 from gpu_triage.tui.app import TriageApp
+from gpu_triage.tui.facts_screen import FactsScreen
 from gpu_triage.tui.gpus import GpuScreen
 from gpu_triage.tui.keys import KeysScreen, screen_actions
 from gpu_triage.tui.modals import ConfirmQuitModal, NoteModal
-from gpu_triage.tui.screens import (
-    DetailScreen,
-    FactsScreen,
-    FindingsScreen,
-    RunbookScreen,
-)
+from gpu_triage.tui.runbook_screen import RunbookScreen
+from gpu_triage.tui.screens import DetailScreen, FindingsScreen
 
 from .conftest import (
     H100_Q,
