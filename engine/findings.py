@@ -1,7 +1,7 @@
 """What an evaluation produces: findings, and the document unattended runs write."""
 
-from __future__ import annotations
-
+# No ``from __future__ import annotations``: pydantic would evaluate every field's
+# annotation from its string at each start-up (see gpu_triage/model/facts.py).
 from datetime import datetime
 from enum import StrEnum
 from typing import Any

@@ -5,8 +5,8 @@ JSON Schema in ``rulebook/schema.json`` is generated from them
 (``gpu-triage rules schema``) and a test keeps it fresh.
 """
 
-from __future__ import annotations
-
+# No ``from __future__ import annotations``: pydantic would evaluate every field's
+# annotation from its string at each start-up (see gpu_triage/model/facts.py).
 import math
 import shlex
 from enum import StrEnum
@@ -74,7 +74,7 @@ class Param(Strict):
     doc: str = Field(default="", description="what the threshold means")
 
     @model_validator(mode="after")
-    def _in_bounds(self) -> Param:
+    def _in_bounds(self) -> "Param":
         check_param_bounds(self, self.default)
         return self
 
@@ -113,7 +113,7 @@ class Question(Strict):
     help: str = ""
 
     @model_validator(mode="after")
-    def _choices(self) -> Question:
+    def _choices(self) -> "Question":
         if self.type is QuestionType.CHOICE and len(self.choices) < 2:
             raise ValueError("a choice question needs at least two choices")
         if self.type is not QuestionType.CHOICE and self.choices:

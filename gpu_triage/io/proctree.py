@@ -14,7 +14,6 @@ things find such descendants all the same:
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import os
 import signal
 import threading
@@ -31,6 +30,8 @@ def become_subreaper() -> bool:
     global _subreaper
     with _subreaper_lock:
         if _subreaper is None:
+            import ctypes  # here: a process that runs no command does not load it
+
             try:
                 libc = ctypes.CDLL(None, use_errno=True)
                 _subreaper = libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0

@@ -18,6 +18,7 @@ from enum import StrEnum
 from typing import Any
 
 from pydantic import ConfigDict, Field, computed_field, field_validator, model_validator
+from pydantic.fields import FieldInfo
 
 from gpu_triage.model.gpu_models import gpu_model
 from gpu_triage.model.nvlink_speeds import nominal_link_gbps
@@ -47,8 +48,13 @@ class Unavailable(CachedModel):
 
 
 def fact(unit: str, meaning: str, default: Any = None) -> Any:
-    """A fact field: optional value, its unit and a one-line meaning."""
-    return Field(default=default, description=meaning, json_schema_extra={"unit": unit})
+    """A fact field: optional value, its unit and a one-line meaning.
+
+    The same FieldInfo as ``Field(default=..., description=..., json_schema_extra=...)``
+    (tests/model hold them equal), built directly: ``Field()`` first sorts out its forty
+    optional arguments, four times the cost, and the ~480 fact fields are built at every
+    start-up (6 ms of the TUI's first paint)."""
+    return FieldInfo(default=default, description=meaning, json_schema_extra={"unit": unit})
 
 
 _MLX_FIRMWARE = re.compile(r"^(\d{1,3})\.\d{1,4}\.\d{1,5}$")

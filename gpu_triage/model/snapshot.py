@@ -1,7 +1,7 @@
 """Versioned snapshot files: the facts of one node at one time, and how they were collected."""
 
-from __future__ import annotations
-
+# No ``from __future__ import annotations``: pydantic would evaluate every field's
+# annotation from its string at each start-up (see gpu_triage/model/facts.py).
 import json
 import os
 from datetime import UTC, datetime
