@@ -10,8 +10,7 @@ document is parsed once, here, so no consumer splits the string itself.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from pydantic import GetCoreSchemaHandler, GetJsonSchemaHandler
 from pydantic.json_schema import JsonSchemaValue
@@ -23,8 +22,7 @@ from gpu_triage.model.facts import FactModel
 NODE = "node"  # the key of a rule about the whole node
 
 
-@dataclass(frozen=True)
-class SubjectPart:
+class SubjectPart(NamedTuple):
     kind: str
     ident: str  # "-" when the kind was unavailable
     gpu: str | None = None  # PCI bus id of the GPU this item is or belongs to

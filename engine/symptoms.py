@@ -9,13 +9,12 @@ within their severity, and their questions are asked first.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from gpu_triage.model.facts import Symptom
 
 
-@dataclass(frozen=True)
-class SymptomInfo:
+class SymptomInfo(NamedTuple):
     symptom: Symptom
     label: str  # what the responder picks on the first screen
     help: str

@@ -18,7 +18,7 @@ from gpu_triage.engine.occurrences import index_ranges
 from gpu_triage.ops.diff import DiffReport, fact_table
 from gpu_triage.tui import render
 from gpu_triage.tui.modals import MODAL_CSS
-from gpu_triage.tui.screens import TriageScreen
+from gpu_triage.tui.screens import TriageScreen, framed
 
 
 class SnapshotPathModal(ModalScreen[Path | None]):
@@ -93,6 +93,15 @@ def _fit(text: str, width: int = 24) -> str:
 
 
 class DiffScreen(TriageScreen):
+    SCOPED_CSS = False  # see screens.framed
+    CSS = (
+        framed("diff-table")
+        + """
+#diff-findings-pane { height: auto; max-height: 45%; padding: 0 1; }
+#diff-table { height: 1fr; }
+#diff-noise { height: auto; max-height: 2; padding: 0 1; }
+"""
+    )
     BINDINGS = [Binding("escape", "dismiss_screen", "Back", id="diff-back")]
 
     def __init__(self, report: DiffReport) -> None:

@@ -13,10 +13,19 @@ from textual.timer import Timer
 from textual.widgets import DataTable, Footer, Input, Static
 
 from gpu_triage.tui import render
-from gpu_triage.tui.screens import SEARCH_DEBOUNCE_S, TriageScreen
+from gpu_triage.tui.screens import SEARCH_DEBOUNCE_S, TriageScreen, framed
 
 
 class FactsScreen(TriageScreen):
+    SCOPED_CSS = False  # see screens.framed
+    CSS = (
+        framed("facts-table")
+        + """
+#search { height: 3; }
+#facts-table { height: 1fr; }
+#facts-count { height: 1; padding: 0 1; }
+"""
+    )
     BINDINGS = [
         Binding("escape", "dismiss_screen", "Back", id="facts-back"),
         Binding("slash", "search", "Search", id="facts-search"),

@@ -11,7 +11,7 @@ from textual.widgets import DataTable, Footer, Static
 
 from gpu_triage.ops.overview import NA, GpuRow, gpu_rows
 from gpu_triage.tui import render
-from gpu_triage.tui.screens import DetailScreen, TriageScreen
+from gpu_triage.tui.screens import DetailScreen, TriageScreen, framed
 
 COLUMNS = ("GPU", "util", "memory", "power", "temp", "link", "Xid", "worst finding")
 WIDE = 110  # columns from which each value is shown in full
@@ -71,6 +71,15 @@ def row_cells(row: GpuRow, *, wide: bool = True) -> list[Text]:
 
 
 class GpuScreen(TriageScreen):
+    SCOPED_CSS = False  # see screens.framed
+    CSS = (
+        framed("gpu-table")
+        + """
+#gpu-title { height: 1; padding: 0 1; }
+#gpu-table { height: auto; max-height: 1fr; }
+#gpu-note { height: auto; padding: 0 1; }
+"""
+    )
     BINDINGS = [
         Binding("escape", "dismiss_screen", "Back", id="gpus-back"),
         Binding(

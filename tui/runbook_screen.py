@@ -22,13 +22,29 @@ from gpu_triage.ops import runbook
 from gpu_triage.ops.session import MARKS, step_key
 from gpu_triage.tui import render
 from gpu_triage.tui.modals import ConfirmRunModal, ParametersModal, SecondConfirmModal
-from gpu_triage.tui.screens import ExplainScreen, TriageScreen
+from gpu_triage.tui.screens import ExplainScreen, TriageScreen, framed
 
 LOG_MAX_LINES = 5000
 FLUSH_S = 0.05
 
 
 class RunbookScreen(TriageScreen):
+    SCOPED_CSS = False  # see screens.framed
+    CSS = (
+        framed("steps", "output")
+        + """
+#rb-title { height: auto; max-height: 3; padding: 0 1; background: $boost; }
+#rb-main { height: 1fr; }
+#rb-left { width: 45%; height: 1fr; }
+#steps { height: auto; max-height: 8; }
+#step-pane { height: 1fr; padding: 0 1; }
+#output { width: 1fr; height: 1fr; }
+Screen.-narrow #rb-main { layout: vertical; }
+Screen.-narrow #rb-left { width: 1fr; height: 55%; }
+Screen.-narrow #steps { max-height: 5; }
+Screen.-narrow #output { width: 1fr; }
+"""
+    )
     BINDINGS = [
         Binding("escape", "back", "Back", id="back"),
         Binding("enter", "run", "Run", id="run-step-enter", show=False),

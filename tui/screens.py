@@ -31,6 +31,23 @@ SEARCH_DEBOUNCE_S = 0.15
 FILTER_PLACEHOLDER = "filter: words all must match (gpu 3, xid, critical …)"
 
 
+def framed(*ids: str) -> str:
+    """CSS for framed panes, as the findings screen's: a round frame, and focus shown in
+    the frame itself (heavy, its title reversed), not only in a colour, so that it reads
+    the same with NO_COLOR and on a monochrome terminal.
+
+    Each screen but the findings screen brings its own rules (its ``CSS``), read when it
+    is first opened, so that the first frame parses only the app's. They are not scoped
+    to the screen (``SCOPED_CSS = False``): they name the screen's own widgets, and a
+    narrow terminal is a class of the screen itself (``Screen.-narrow``)."""
+    plain = ", ".join(f"#{i}" for i in ids)
+    focused = ", ".join(f"#{i}:focus" for i in ids)
+    return (
+        f"{plain} {{ border: round $panel; border-title-align: left; }}\n"
+        f"{focused} {{ border: heavy $primary; border-title-style: bold reverse; }}\n"
+    )
+
+
 class TriageScreen(Screen[None]):
     """Base: typed access to the app and its session."""
 

@@ -10,14 +10,13 @@ from __future__ import annotations
 
 import hashlib
 import os
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 _MAX_BYTES = 256  # both files hold one short line
 
 
-@dataclass(frozen=True)
-class NodeIdentity:
+class NodeIdentity(NamedTuple):
     node_id: str  # sha256 of the machine id, hex, "" when unknown
     boot_id: str  # the kernel's boot id, "" when unknown
 

@@ -18,7 +18,7 @@ Formats (NVIDIA Xid catalogue, sheet "Customer User Guide"; ../shared/xid-refere
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from typing import NamedTuple
 
 _HEX = r"0x[0-9a-fA-F]{1,16}"
 _XID74 = re.compile(
@@ -55,15 +55,13 @@ RECOVERY_BY_TEXT = {
 }
 
 
-@dataclass(frozen=True)
-class Xid74Message:
+class Xid74Message(NamedTuple):
     link: int
     registers: tuple[int, ...]
     fatal: bool | None
 
 
-@dataclass(frozen=True)
-class Nvlink5Message:
+class Nvlink5Message(NamedTuple):
     unit: str
     fatal: bool
     link: int | None  # None: the unit is not a link's ("Link -1")
