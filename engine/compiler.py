@@ -107,10 +107,8 @@ class CompiledRule:
     # on (a third of the cache's load time instead of all of it).
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
-        rule = state.pop("rule", None)
-        state[_RULE_PICKLED] = (
-            rule if rule is None else pickle.dumps(rule, protocol=pickle.HIGHEST_PROTOCOL)
-        )
+        if "rule" in state:  # else it is still pickled, and stays so
+            state[_RULE_PICKLED] = pickle.dumps(state.pop("rule"), pickle.HIGHEST_PROTOCOL)
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
@@ -118,12 +116,17 @@ class CompiledRule:
 
     def __getattr__(self, name: str) -> Any:
         # Called only for an attribute not set: ``rule`` of an instance read from a pickle.
-        pickled = self.__dict__.get(_RULE_PICKLED) if name == "rule" else None
-        if pickled is None:
-            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
-        self.rule = pickle.loads(pickled)  # noqa: S301 - our own cache, see rulebook_cache
-        del self.__dict__[_RULE_PICKLED]
-        return self.rule
+        # Safe from several threads: each assignment is atomic, the first source read
+        # back is kept, and one that finds it gone finds ``rule`` set.
+        if name == "rule":
+            got = self.__dict__
+            pickled = got.get(_RULE_PICKLED)
+            if pickled is not None:
+                got.setdefault("rule", pickle.loads(pickled))  # noqa: S301 - our own cache
+                got.pop(_RULE_PICKLED, None)
+            if "rule" in got:
+                return got["rule"]
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
 
 @dataclass

@@ -80,6 +80,43 @@ def test_a_rule_read_from_disk_reads_its_source_back_when_first_used(cache: Path
     assert again.read_paths == first.read_paths and again.overlays == first.overlays
 
 
+def test_a_rule_not_yet_read_back_copies_and_reads_back_from_threads(cache: Path) -> None:
+    """Copied or pickled before its source is read back, a rule keeps it; read back by
+    several threads at once, each gets the rule and none fails."""
+    import copy
+    import pickle
+    import threading
+
+    first = load_rulebook()
+    rulebook_cache.clear_memory()
+    again = load_rulebook()
+    a, b = again.rules[0], again.rules[1]
+    assert "rule" not in vars(a) and "rule" not in vars(b)
+    for clone in (copy.copy(a), copy.deepcopy(a), pickle.loads(pickle.dumps(a))):
+        assert clone.rule == first.rules[0].rule
+    assert "rule" not in vars(a)  # copying read back nothing
+
+    seen: list[object] = []
+    errors: list[BaseException] = []
+    start = threading.Barrier(8)
+
+    def read() -> None:
+        try:
+            start.wait()
+            seen.append(b.rule)
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=read) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == [] and len(seen) == 8
+    assert all(r == first.rules[1].rule for r in seen)
+    assert b.rule is b.rule  # one object kept from then on
+
+
 def test_a_changed_rule_file_is_a_miss(cache: Path, tmp_path: Path) -> None:
     rule = tmp_path / "rules" / "probe.yaml"
     rule.parent.mkdir()
