@@ -23,11 +23,9 @@ import tempfile
 import time
 from pathlib import Path
 
+from startup_bytecode import compile_package  # beside this file (run as a script)
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from startup_bytecode import compile_package  # noqa: E402 - beside this file
-
 SNAPSHOT = ROOT / "tests" / "scenarios" / "xid-storm-contained-ecc.json"
 
 CHILD = r"""

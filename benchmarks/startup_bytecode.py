@@ -16,13 +16,21 @@ import importlib.util
 import os
 from pathlib import Path
 
+# The package and its subpackages mapped outside it (pyproject's package-dir).
+PACKAGES = (
+    "gpu_triage",
+    "gpu_triage.engine",
+    "gpu_triage.collectors",
+    "gpu_triage.tui",
+    "gpu_triage.rulebook",
+)
+
 
 def package_dirs() -> list[Path]:
     """Where the modules of ``gpu_triage`` and of each subpackage mapped outside it
     (engine/, collectors/, tui/, rulebook/) are, as the import system finds them."""
     dirs: list[Path] = []
-    names = ("gpu_triage", "gpu_triage.engine", "gpu_triage.collectors", "gpu_triage.tui")
-    for name in (*names, "gpu_triage.rulebook"):
+    for name in PACKAGES:
         spec = importlib.util.find_spec(name)
         for location in (spec.submodule_search_locations or []) if spec else []:
             path = Path(location).resolve()
@@ -34,8 +42,9 @@ def package_dirs() -> list[Path]:
 def compile_package() -> str:
     """Compile every module of the package (as ``pip install`` does); says what it did."""
     ok = all(compileall.compile_dir(str(d), quiet=1) for d in package_dirs())
-    written = "not written by Python here" if os.environ.get("PYTHONDONTWRITEBYTECODE") else ""
-    state = "compiled" if ok else "compiled, with errors"
-    return f"package bytecode {state} first, as pip install does" + (
-        f" ({written})" if written else ""
-    )
+    said = "package bytecode compiled first, as pip install does"
+    if not ok:
+        said += ", with errors"
+    if os.environ.get("PYTHONDONTWRITEBYTECODE"):
+        said += " (not written by Python here)"
+    return said

@@ -111,9 +111,6 @@ class CompiledRule:
             state[_RULE_PICKLED] = pickle.dumps(state.pop("rule"), pickle.HIGHEST_PROTOCOL)
         return state
 
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(state)
-
     def __getattr__(self, name: str) -> Any:
         # Called only for an attribute not set: ``rule`` of an instance read from a pickle.
         # Safe from several threads: each assignment is atomic, the first source read

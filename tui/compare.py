@@ -93,7 +93,6 @@ def _fit(text: str, width: int = 24) -> str:
 
 
 class DiffScreen(TriageScreen):
-    SCOPED_CSS = False  # see screens.framed
     CSS = (
         framed("diff-table")
         + """

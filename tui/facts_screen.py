@@ -17,7 +17,6 @@ from gpu_triage.tui.screens import SEARCH_DEBOUNCE_S, TriageScreen, framed
 
 
 class FactsScreen(TriageScreen):
-    SCOPED_CSS = False  # see screens.framed
     CSS = (
         framed("facts-table")
         + """

@@ -71,7 +71,6 @@ def row_cells(row: GpuRow, *, wide: bool = True) -> list[Text]:
 
 
 class GpuScreen(TriageScreen):
-    SCOPED_CSS = False  # see screens.framed
     CSS = (
         framed("gpu-table")
         + """

@@ -23,7 +23,6 @@ PASTE = "paste"  # the option that opens the paste screen
 class SymptomScreen(TriageScreen):
     """Shown first: the symptom ranks its differential first and asks its questions first."""
 
-    SCOPED_CSS = False  # see screens.framed
     CSS = """
 #symptom-box { padding: 0 1; height: 1fr; }
 #symptoms { height: 1fr; }
@@ -95,7 +94,6 @@ class SymptomScreen(TriageScreen):
 class PasteScreen(TriageScreen):
     """A text area for a paste; ctrl+s reads it and says what each part was read as."""
 
-    SCOPED_CSS = False  # see screens.framed
     CSS = """
 #paste-title { height: auto; padding: 0 1; }
 #paste-area { height: 2fr; }

@@ -29,7 +29,6 @@ FLUSH_S = 0.05
 
 
 class RunbookScreen(TriageScreen):
-    SCOPED_CSS = False  # see screens.framed
     CSS = (
         framed("steps", "output")
         + """

@@ -38,8 +38,8 @@ def framed(*ids: str) -> str:
 
     Each screen but the findings screen brings its own rules (its ``CSS``), read when it
     is first opened, so that the first frame parses only the app's. They are not scoped
-    to the screen (``SCOPED_CSS = False``): they name the screen's own widgets, and a
-    narrow terminal is a class of the screen itself (``Screen.-narrow``)."""
+    to the screen (``TriageScreen.SCOPED_CSS``): they name the screen's own widgets, and
+    a narrow terminal is a class of the screen itself (``Screen.-narrow``)."""
     plain = ", ".join(f"#{i}" for i in ids)
     focused = ", ".join(f"#{i}:focus" for i in ids)
     return (
@@ -50,6 +50,8 @@ def framed(*ids: str) -> str:
 
 class TriageScreen(Screen[None]):
     """Base: typed access to the app and its session."""
+
+    SCOPED_CSS = False  # a screen's own CSS applies as the app's does (see framed)
 
     @property
     def triage(self) -> TriageApp:
